@@ -1,0 +1,274 @@
+//! Safe disjoint writes from inside a region.
+//!
+//! A region's bodies run on several threads at once and each must write its own part of one
+//! output buffer. [`DisjointSlice`] hands out `&mut` sub-slices of whole units, and checks —
+//! with one atomic bit per unit — that no unit is ever handed out twice. So the aliasing
+//! guarantee does not rest on every `Schedule` implementation being correct: a schedule that
+//! broke its contract gets an error, never two `&mut` to the same element.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::Range;
+use core::ptr::NonNull;
+
+use alloc::vec::Vec;
+
+use crate::sync::{AtomicUsize, Ordering};
+
+const BITS: usize = usize::BITS as usize;
+
+/// What went wrong when splitting or taking from a [`DisjointSlice`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DisjointError {
+    /// `unit_len` was zero.
+    ZeroUnitLen,
+    /// The buffer's length is not a whole number of units.
+    RaggedLength {
+        /// The buffer's length in elements.
+        len: usize,
+        /// The requested unit length in elements.
+        unit_len: usize,
+    },
+    /// A range of units reached past the end (or was inverted).
+    OutOfBounds {
+        /// The requested units.
+        units: Range<usize>,
+        /// How many units the buffer has.
+        available: usize,
+    },
+    /// A unit was requested twice.
+    Overlap {
+        /// The first unit found already taken.
+        unit: usize,
+    },
+}
+
+impl fmt::Display for DisjointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroUnitLen => write!(f, "disjoint split: unit length is 0"),
+            Self::RaggedLength { len, unit_len } => write!(
+                f,
+                "disjoint split: buffer of {len} elements is not a whole number of {unit_len}-element units"
+            ),
+            Self::OutOfBounds { units, available } => write!(
+                f,
+                "disjoint split: units {}..{} out of bounds for {available} units",
+                units.start, units.end
+            ),
+            Self::Overlap { unit } => {
+                write!(f, "disjoint split: unit {unit} was already taken")
+            }
+        }
+    }
+}
+
+impl core::error::Error for DisjointError {}
+
+/// A mutable buffer split into equal units that several threads may take disjoint ranges of.
+///
+/// Each unit can be taken once; [`take`](DisjointSlice::take) returns the units' elements as
+/// an exclusive `&mut [T]`.
+///
+/// ```
+/// use skainet_schedule::DisjointSlice;
+/// let mut data = [0u8; 6];
+/// let split = DisjointSlice::new(&mut data, 2).unwrap();
+/// let a = split.take(0..1).unwrap();
+/// let b = split.take(1..3).unwrap();
+/// a.fill(1);
+/// b.fill(2);
+/// assert!(split.take(2..3).is_err()); // unit 2 is already taken
+/// assert_eq!(data, [1, 1, 2, 2, 2, 2]);
+/// ```
+pub struct DisjointSlice<'a, T> {
+    ptr: NonNull<T>,
+    units: usize,
+    unit_len: usize,
+    taken: Vec<AtomicUsize>,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: a `DisjointSlice` only ever gives out `&mut [T]` to units no one else holds (the
+// `taken` bits guarantee it), so sharing it across threads is sending `&mut T`s: sound for
+// `T: Send`.
+unsafe impl<T: Send> Sync for DisjointSlice<'_, T> {}
+// SAFETY: it owns nothing but the exclusive borrow of a `[T]`; moving it moves that borrow.
+unsafe impl<T: Send> Send for DisjointSlice<'_, T> {}
+
+impl<'a, T> DisjointSlice<'a, T> {
+    /// Splits `buf` into units of `unit_len` elements.
+    ///
+    /// # Errors
+    ///
+    /// [`DisjointError::ZeroUnitLen`] when `unit_len == 0`; [`DisjointError::RaggedLength`]
+    /// when `buf.len()` is not a multiple of `unit_len`.
+    pub fn new(buf: &'a mut [T], unit_len: usize) -> Result<Self, DisjointError> {
+        if unit_len == 0 {
+            return Err(DisjointError::ZeroUnitLen);
+        }
+        if buf.len() % unit_len != 0 {
+            return Err(DisjointError::RaggedLength {
+                len: buf.len(),
+                unit_len,
+            });
+        }
+        let units = buf.len() / unit_len;
+        let taken = (0..units.div_ceil(BITS))
+            .map(|_| AtomicUsize::new(0))
+            .collect();
+        Ok(Self {
+            ptr: NonNull::from(buf).cast(),
+            units,
+            unit_len,
+            taken,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// The number of units.
+    pub fn units(&self) -> usize {
+        self.units
+    }
+
+    /// The number of elements per unit.
+    pub fn unit_len(&self) -> usize {
+        self.unit_len
+    }
+
+    /// Takes units `units` and returns their elements, exclusively.
+    ///
+    /// An empty range returns an empty slice and takes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`DisjointError::OutOfBounds`] for a range past the end or inverted;
+    /// [`DisjointError::Overlap`] when any of the units was taken before (after such an error
+    /// the units of this request that were free may stay marked as taken).
+    #[allow(clippy::mut_from_ref)] // exclusivity is enforced at run time by the `taken` bits
+    pub fn take(&self, units: Range<usize>) -> Result<&mut [T], DisjointError> {
+        if units.start > units.end || units.end > self.units {
+            return Err(DisjointError::OutOfBounds {
+                units,
+                available: self.units,
+            });
+        }
+        self.claim(units.clone())?;
+        let offset = units.start * self.unit_len;
+        let len = (units.end - units.start) * self.unit_len;
+        // SAFETY: `offset + len <= units * unit_len == buf.len()` (checked above), so the range
+        // lies inside the buffer borrowed for `'a`, which outlives `&self`. `claim` set the bit
+        // of every unit in the range and succeeded only if none was set before, so no other
+        // `&mut` to these elements exists or will ever be created from this split.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) })
+    }
+
+    /// Sets the bits of `units`, word by word; fails if any was set already.
+    fn claim(&self, units: Range<usize>) -> Result<(), DisjointError> {
+        let mut unit = units.start;
+        while unit < units.end {
+            let word = unit / BITS;
+            let first = unit % BITS;
+            let last = (units.end - word * BITS).min(BITS); // exclusive, within this word
+            let width = last - first;
+            let mask = if width == BITS {
+                usize::MAX
+            } else {
+                ((1usize << width) - 1) << first
+            };
+            // AcqRel: a take that loses the race must see the winner's claim; the data itself
+            // is published by the region's own completion (see `Schedule::for_range`).
+            let before = self.taken[word].fetch_or(mask, Ordering::AcqRel);
+            let clash = before & mask;
+            if clash != 0 {
+                return Err(DisjointError::Overlap {
+                    unit: word * BITS + clash.trailing_zeros() as usize,
+                });
+            }
+            unit = word * BITS + last;
+        }
+        Ok(())
+    }
+}
+
+impl<T> fmt::Debug for DisjointSlice<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DisjointSlice")
+            .field("units", &self.units)
+            .field("unit_len", &self.unit_len)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn rejects_zero_unit_len() {
+        let mut v = [0u8; 4];
+        assert_eq!(
+            DisjointSlice::new(&mut v, 0).unwrap_err(),
+            DisjointError::ZeroUnitLen
+        );
+    }
+
+    #[test]
+    fn rejects_ragged_length() {
+        let mut v = [0u8; 5];
+        assert_eq!(
+            DisjointSlice::new(&mut v, 2).unwrap_err(),
+            DisjointError::RaggedLength {
+                len: 5,
+                unit_len: 2
+            }
+        );
+    }
+
+    #[test]
+    fn take_out_of_bounds_and_inverted() {
+        let mut v = [0u8; 4];
+        let s = DisjointSlice::new(&mut v, 1).unwrap();
+        assert_eq!(
+            s.take(3..5).unwrap_err(),
+            DisjointError::OutOfBounds {
+                units: 3..5,
+                available: 4
+            }
+        );
+        #[allow(clippy::reversed_empty_ranges)]
+        let inverted = 3..2;
+        assert!(matches!(
+            s.take(inverted),
+            Err(DisjointError::OutOfBounds { .. })
+        ));
+    }
+
+    #[test]
+    fn overlap_is_reported_across_word_boundaries() {
+        let mut v = vec![0u32; 200];
+        let s = DisjointSlice::new(&mut v, 1).unwrap();
+        let a = s.take(60..130).unwrap();
+        assert_eq!(a.len(), 70);
+        assert_eq!(
+            s.take(129..131).unwrap_err(),
+            DisjointError::Overlap { unit: 129 }
+        );
+        assert_eq!(s.take(0..60).unwrap().len(), 60);
+        assert_eq!(s.take(131..200).unwrap().len(), 69);
+        assert_eq!(s.take(130..131).unwrap_err(), DisjointError::Overlap { unit: 130 });
+    }
+
+    #[test]
+    fn whole_words_and_empty_ranges() {
+        let mut v = vec![0u8; 128 * 3];
+        let s = DisjointSlice::new(&mut v, 3).unwrap();
+        assert_eq!(s.units(), 128);
+        assert_eq!(s.take(5..5).unwrap().len(), 0);
+        let all = s.take(0..128).unwrap();
+        all.fill(7);
+        assert_eq!(s.take(64..65).unwrap_err(), DisjointError::Overlap { unit: 64 });
+        assert!(v.iter().all(|&x| x == 7));
+    }
+}
