@@ -54,9 +54,11 @@ extern crate alloc;
 
 pub mod attr;
 pub mod context;
+pub mod graph;
 pub mod kernels;
 pub mod registry;
 pub mod schedule;
+pub mod tensor;
 pub mod trace;
 
 #[cfg(feature = "parallel")]
