@@ -85,3 +85,8 @@ pub fn platform_default_schedule() -> ScheduleRef {
         Sequential::shared()
     }
 }
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
