@@ -242,3 +242,80 @@ impl ContextExt for ContextRef {
         f(&scoped)
     }
 }
+
+/// The CPU context: [`CpuOps`](crate::kernels::CpuOps) under a schedule chosen at
+/// construction, and a trace sink.
+///
+/// Its default schedule is [`platform_default_schedule`](crate::platform_default_schedule)
+/// (`hardware()` with the `parallel` feature, `Sequential` otherwise). It always honours
+/// [`with_schedule`](ExecutionContext::with_schedule): it returns a sibling with the same sink
+/// and CPU ops rebuilt under the new schedule, never a downgrade; asking for the schedule it
+/// has returns itself.
+///
+/// ```
+/// use std::sync::Arc;
+/// use skainet_schedule::context::{CpuContext, ExecutionContext};
+/// use skainet_schedule::Sequential;
+/// let ctx = Arc::new(CpuContext::new(Sequential::shared()));
+/// assert_eq!(ctx.ops().schedule().name(), "sequential");
+/// ```
+#[derive(Clone)]
+pub struct CpuContext {
+    ops: OpsRef,
+    sink: TraceSinkRef,
+}
+
+impl CpuContext {
+    /// A CPU context under `schedule`, with the no-op sink.
+    pub fn new(schedule: ScheduleRef) -> Self {
+        Self {
+            ops: crate::kernels::CpuOps::shared(schedule),
+            sink: NoopSink::shared(),
+        }
+    }
+
+    /// The same context reporting to `sink`.
+    pub fn with_sink(mut self, sink: TraceSinkRef) -> Self {
+        self.sink = sink;
+        self
+    }
+}
+
+impl Default for CpuContext {
+    /// A CPU context under [`platform_default_schedule`](crate::platform_default_schedule).
+    fn default() -> Self {
+        Self::new(crate::platform_default_schedule())
+    }
+}
+
+impl core::fmt::Debug for CpuContext {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CpuContext")
+            .field("schedule", &self.ops.schedule().name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutionContext for CpuContext {
+    fn schedule(&self) -> &ScheduleRef {
+        self.ops.schedule()
+    }
+
+    fn ops(&self) -> &OpsRef {
+        &self.ops
+    }
+
+    fn trace_sink(&self) -> &TraceSinkRef {
+        &self.sink
+    }
+
+    fn with_schedule(self: Arc<Self>, schedule: ScheduleRef) -> ContextRef {
+        if same_schedule(self.schedule().as_ref(), schedule.as_ref()) {
+            return self;
+        }
+        Arc::new(CpuContext {
+            ops: crate::kernels::CpuOps::shared(schedule),
+            sink: self.sink.clone(),
+        })
+    }
+}

@@ -67,6 +67,9 @@ pub mod runtime;
 pub(crate) mod sync;
 
 pub use attr::{Attr, AttrMap};
+pub use kernels::{
+    conv2d, matmul, scaled_dot_product_attention, Conv2dOptions, CpuOps, KernelError, SdpaOptions,
+};
 pub use schedule::{
     chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, HintError,
     Schedule, ScheduleExt, ScheduleHint, ScheduleRef, Sequential, SCHEDULE_KEY,

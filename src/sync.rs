@@ -110,3 +110,7 @@ pub(crate) use loom::thread;
 pub(crate) use std::thread_local;
 #[cfg(feature = "loom")]
 pub(crate) use loom::thread_local;
+
+/// A value initialised once on first use, for process-wide statics (the kernel registry).
+/// spin's, in every build: initialisation is a one-off that no loom model explores.
+pub(crate) use spin::Once;
