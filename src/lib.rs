@@ -61,7 +61,7 @@ pub mod schedule;
 pub mod tensor;
 pub mod trace;
 
-#[cfg(feature = "parallel")]
+#[cfg(any(feature = "parallel", feature = "rayon"))]
 pub mod runtime;
 
 pub(crate) mod sync;
@@ -75,6 +75,11 @@ pub use schedule::{
     Schedule, ScheduleExt, ScheduleHint, ScheduleRef, Sequential, SCHEDULE_KEY,
 };
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
+
+#[cfg(feature = "rayon")]
+pub use runtime::RayonSchedule;
+#[cfg(feature = "parallel")]
+pub use runtime::{dedicated, hardware, PoolSchedule, ScheduleError};
 
 /// The schedule a CPU context uses when none is given: the process-wide `hardware()` pool with
 /// the `parallel` feature, [`Sequential`] otherwise.

@@ -94,22 +94,56 @@ impl<T: core::fmt::Debug> core::fmt::Debug for Mutex<T> {
     }
 }
 
-#[cfg(all(feature = "std", not(feature = "loom")))]
-pub(crate) use std::sync::Condvar;
 #[cfg(feature = "loom")]
 pub(crate) use loom::sync::Condvar;
+#[cfg(all(feature = "std", not(feature = "loom")))]
+pub(crate) use std::sync::Condvar;
 
+#[cfg(feature = "loom")]
+pub(crate) use loom::thread;
 /// Threads: std's, or loom's inside a model.
 #[cfg(all(feature = "std", not(feature = "loom")))]
 pub(crate) use std::thread;
-#[cfg(feature = "loom")]
-pub(crate) use loom::thread;
 
+#[cfg(feature = "loom")]
+pub(crate) use loom::thread_local;
 /// `thread_local!`: std's, or loom's (which resets per model execution).
 #[cfg(all(feature = "std", not(feature = "loom")))]
 pub(crate) use std::thread_local;
+
+/// An `Arc` whose reference counting loom models: loom's inside a model (so a model sees when
+/// region state is freed, and reports it if it leaks), `alloc`'s otherwise. Only for sized,
+/// crate-internal state; public handles use [`Arc`].
+#[cfg(not(feature = "loom"))]
+pub(crate) use alloc::sync::Arc as TrackedArc;
 #[cfg(feature = "loom")]
-pub(crate) use loom::thread_local;
+pub(crate) use loom::sync::Arc as TrackedArc;
+
+/// Blocks on `condvar` until notified (or spuriously woken), ignoring poisoning like
+/// [`Mutex::lock`].
+#[cfg(feature = "std")]
+pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar
+        .wait(guard)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How many rounds a waiter polls before it blocks: a few microseconds under std, none inside
+/// a loom model (where a spin would only multiply the interleavings to explore).
+pub(crate) const SPIN_ROUNDS: u32 = if cfg!(feature = "loom") { 0 } else { 128 };
+
+/// One round of a poll loop: a CPU hint under std; a yield to the scheduler under loom.
+#[inline]
+pub(crate) fn spin_round() {
+    #[cfg(feature = "loom")]
+    loom::thread::yield_now();
+    #[cfg(not(feature = "loom"))]
+    core::hint::spin_loop();
+}
+
+/// A process-wide value initialised once (std only; loom models build their pools locally).
+#[cfg(all(feature = "std", not(feature = "loom")))]
+pub(crate) use std::sync::OnceLock;
 
 /// A value initialised once on first use, for process-wide statics (the kernel registry).
 /// spin's, in every build: initialisation is a one-off that no loom model explores.

@@ -1,0 +1,242 @@
+//! The pool: worker threads that take helper jobs from one shared queue.
+//!
+//! A worker never waits for anything but the queue, so every job it takes runs to the end.
+//! A region's helper job may find its region already drained; it then leaves at once.
+
+#[cfg(any(test, feature = "loom"))]
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::string::ToString;
+use alloc::vec::Vec;
+
+use super::error::ScheduleError;
+use super::region::Region;
+use crate::sync::{
+    spin_round, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc, SPIN_ROUNDS,
+};
+
+/// Something a worker runs.
+pub(crate) enum Job {
+    /// Join a region: claim and run its chunks until none are left.
+    Help(TrackedArc<Region>),
+    /// Run a closure outside any region (tests and models use it to put a worker into a
+    /// region of its own, which nothing in the public API can do).
+    #[cfg(any(test, feature = "loom"))]
+    Detached(Box<dyn FnOnce() + Send>),
+}
+
+impl Job {
+    fn run(self) {
+        match self {
+            Job::Help(region) => region.help(),
+            #[cfg(any(test, feature = "loom"))]
+            Job::Detached(f) => f(),
+        }
+    }
+
+    /// Another copy of the job, for one more worker (`None` for a one-off job).
+    fn duplicate(&self) -> Option<Job> {
+        match self {
+            Job::Help(region) => Some(Job::Help(TrackedArc::clone(region))),
+            #[cfg(any(test, feature = "loom"))]
+            Job::Detached(_) => None,
+        }
+    }
+
+    /// Whether running the job would do nothing.
+    fn is_stale(&self) -> bool {
+        match self {
+            Job::Help(region) => region.is_drained(),
+            #[cfg(any(test, feature = "loom"))]
+            Job::Detached(_) => false,
+        }
+    }
+}
+
+/// A queued job that `copies` workers may each take (a region's helpers share one entry).
+struct Entry {
+    job: Job,
+    copies: usize,
+}
+
+struct Queue {
+    entries: VecDeque<Entry>,
+    /// Workers blocked on `PoolShared::work`.
+    sleeping: usize,
+    shutdown: bool,
+}
+
+/// What the workers share with the pool's handles.
+pub(crate) struct PoolShared {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    /// Job copies in the queue; lets an idle worker poll without the lock before it sleeps.
+    queued: AtomicUsize,
+}
+
+impl PoolShared {
+    fn new() -> Self {
+        Self {
+            queue: Mutex::new(Queue {
+                entries: VecDeque::new(),
+                sleeping: 0,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            queued: AtomicUsize::new(0),
+        }
+    }
+
+    /// Queues a region's helper job for up to `helpers` workers.
+    pub(crate) fn offer(&self, region: TrackedArc<Region>, helpers: usize) {
+        self.push(Job::Help(region), helpers);
+    }
+
+    /// Queues `job` for `copies` workers and wakes as many sleeping ones as can help.
+    pub(crate) fn push(&self, job: Job, copies: usize) {
+        if copies == 0 {
+            return;
+        }
+        let mut queue = self.queue.lock();
+        queue.entries.push_back(Entry { job, copies });
+        self.queued.fetch_add(copies, Ordering::Relaxed);
+        let wake = queue.sleeping.min(copies);
+        if wake == queue.sleeping {
+            if wake > 0 {
+                self.work.notify_all();
+            }
+        } else {
+            for _ in 0..wake {
+                self.work.notify_one();
+            }
+        }
+    }
+
+    /// The next job for a worker, or `None` once the pool shuts down.
+    fn next_job(&self) -> Option<Job> {
+        for _ in 0..SPIN_ROUNDS {
+            if self.queued.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            spin_round();
+        }
+        let mut queue = self.queue.lock();
+        loop {
+            if let Some(job) = self.take(&mut queue) {
+                return Some(job);
+            }
+            if queue.shutdown {
+                return None;
+            }
+            queue.sleeping += 1;
+            queue = wait(&self.work, queue);
+            queue.sleeping -= 1;
+        }
+    }
+
+    /// Takes one copy of the first live entry, dropping drained regions' entries on the way.
+    fn take(&self, queue: &mut Queue) -> Option<Job> {
+        loop {
+            let entry = queue.entries.front_mut()?;
+            if entry.job.is_stale() {
+                self.queued.fetch_sub(entry.copies, Ordering::Relaxed);
+                queue.entries.pop_front();
+                continue;
+            }
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            if entry.copies > 1 {
+                if let Some(job) = entry.job.duplicate() {
+                    entry.copies -= 1;
+                    return Some(job);
+                }
+            }
+            return queue.entries.pop_front().map(|entry| entry.job);
+        }
+    }
+
+    fn shut_down(&self) {
+        let mut queue = self.queue.lock();
+        queue.shutdown = true;
+        self.work.notify_all();
+    }
+}
+
+fn worker_main(shared: Arc<PoolShared>) {
+    while let Some(job) = shared.next_job() {
+        job.run();
+    }
+}
+
+/// A pool of `parallelism - 1` worker threads; the caller of a region is the remaining task.
+/// Dropping it shuts the workers down and joins them.
+pub(crate) struct Pool {
+    shared: Arc<PoolShared>,
+    threads: Vec<thread::JoinHandle<()>>,
+    parallelism: usize,
+}
+
+impl Pool {
+    /// Starts `parallelism - 1` workers named `skainet-schedule-1`, ...
+    pub(crate) fn new(parallelism: usize) -> Result<Self, ScheduleError> {
+        if parallelism == 0 {
+            return Err(ScheduleError::ZeroParallelism);
+        }
+        let mut pool = Self {
+            shared: Arc::new(PoolShared::new()),
+            threads: Vec::with_capacity(parallelism - 1),
+            parallelism,
+        };
+        for index in 1..parallelism {
+            let name = format!("skainet-schedule-{index}");
+            let shared = Arc::clone(&pool.shared);
+            match thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || worker_main(shared))
+            {
+                Ok(handle) => pool.threads.push(handle),
+                // Dropping `pool` joins the workers that did start.
+                Err(err) => {
+                    return Err(ScheduleError::SpawnFailed {
+                        thread: name,
+                        reason: err.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// A pool without workers: parallelism 1, every region inline. Cannot fail.
+    pub(crate) fn inline() -> Self {
+        Self {
+            shared: Arc::new(PoolShared::new()),
+            threads: Vec::new(),
+            parallelism: 1,
+        }
+    }
+
+    /// The most tasks a region on this pool runs at once (workers + the caller).
+    pub(crate) fn parallelism(&self) -> usize {
+        self.parallelism
+    }
+
+    /// The queue helpers are offered on.
+    pub(crate) fn shared(&self) -> &PoolShared {
+        &self.shared
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.shut_down();
+        let me = thread::current().id();
+        for handle in self.threads.drain(..) {
+            // The last handle may be dropped by a chunk running on one of our own workers;
+            // that worker cannot join itself, and leaves on its own once its job returns.
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! [`PoolSchedule`]: the schedule over a pool, and its two constructors, [`hardware()`] and
+//! [`dedicated()`].
+
+use alloc::format;
+use alloc::string::String;
+use core::fmt;
+
+use super::dispatch::{self, Forking};
+use super::error::{parse_task_groups, ScheduleError, TASK_GROUPS_VAR};
+use super::pool::Pool;
+use crate::schedule::{Schedule, ScheduleRef};
+use crate::sync::Arc;
+use crate::trace::TraceSinkRef;
+
+/// A schedule that runs regions on a pool of worker threads, the caller being one of the
+/// tasks. A cheap handle: clones share the pool; the pool's threads are joined when the last
+/// handle of a [`dedicated()`] pool is dropped.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use skainet_schedule::{runtime, Schedule};
+///
+/// let pool = runtime::dedicated(3)?;
+/// assert_eq!(pool.name(), "dedicated(3)");
+/// let sum = AtomicUsize::new(0);
+/// pool.for_range(100, 1, &|start, end| {
+///     sum.fetch_add((start..end).sum::<usize>(), Ordering::Relaxed);
+/// });
+/// assert_eq!(sum.into_inner(), 4950);
+/// # Ok::<(), runtime::ScheduleError>(())
+/// ```
+#[derive(Clone)]
+pub struct PoolSchedule {
+    inner: Arc<Named>,
+    trace: Option<TraceSinkRef>,
+}
+
+struct Named {
+    pool: Pool,
+    name: String,
+}
+
+impl PoolSchedule {
+    fn new(pool: Pool, name: String) -> Self {
+        Self {
+            inner: Arc::new(Named { pool, name }),
+            trace: None,
+        }
+    }
+
+    /// This schedule, reporting every region that really forked to `sink` as one
+    /// `TraceEvent::ScheduleRegion` (inline runs report nothing; a disabled sink is never
+    /// asked to build an event).
+    pub fn with_trace(mut self, sink: TraceSinkRef) -> Self {
+        self.trace = Some(sink);
+        self
+    }
+
+    /// A shareable `Arc<dyn Schedule>` of this handle.
+    pub fn shared(&self) -> ScheduleRef {
+        Arc::new(self.clone())
+    }
+
+    /// The pool's queue, for the model-checking hooks.
+    #[cfg(any(test, feature = "loom"))]
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+}
+
+impl fmt::Debug for PoolSchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolSchedule")
+            .field("name", &self.inner.name)
+            .field("traced", &self.trace.is_some())
+            .finish()
+    }
+}
+
+impl Schedule for PoolSchedule {
+    fn parallelism(&self) -> usize {
+        self.inner.pool.parallelism()
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        self.for_range_op("for_range", n, grain, body);
+    }
+
+    fn for_range_op(&self, op: &str, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        let forking = Forking {
+            name: &self.inner.name,
+            parallelism: self.inner.pool.parallelism(),
+            trace: self.trace.as_ref(),
+        };
+        dispatch::for_range(forking, op, n, grain, body, |region, helpers| {
+            self.inner.pool.shared().offer(region, helpers)
+        });
+    }
+}
+
+/// A pool that owns `parallelism - 1` worker threads named `skainet-schedule-1`, ...; the
+/// thread that opens a region is the remaining task. Named `dedicated(p)`. Dropping the last
+/// handle shuts the workers down and joins them. `dedicated(1)` has no threads and runs
+/// everything inline.
+///
+/// ```
+/// use skainet_schedule::{runtime, Schedule};
+/// assert_eq!(runtime::dedicated(2)?.parallelism(), 2);
+/// assert_eq!(runtime::dedicated(0).unwrap_err(), runtime::ScheduleError::ZeroParallelism);
+/// # Ok::<(), runtime::ScheduleError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`ScheduleError::ZeroParallelism`] when `parallelism == 0`;
+/// [`ScheduleError::SpawnFailed`] when the system refuses a thread (the ones already started
+/// are joined before this returns).
+pub fn dedicated(parallelism: usize) -> Result<PoolSchedule, ScheduleError> {
+    let pool = Pool::new(parallelism)?;
+    Ok(PoolSchedule::new(pool, format!("dedicated({parallelism})")))
+}
+
+/// The parallelism [`hardware()`] asks for: the value of `SKAINET_TASK_GROUPS` when that is
+/// set, else `std::thread::available_parallelism()` (1 when the platform cannot tell).
+///
+/// # Errors
+///
+/// [`ScheduleError::InvalidTaskGroups`] when `SKAINET_TASK_GROUPS` is set to anything but a
+/// positive integer (see [`parse_task_groups`]).
+pub fn hardware_parallelism() -> Result<usize, ScheduleError> {
+    match std::env::var_os(TASK_GROUPS_VAR) {
+        Some(value) => parse_task_groups(&value.to_string_lossy()),
+        None => Ok(available_parallelism()),
+    }
+}
+
+fn available_parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, core::num::NonZeroUsize::get)
+}
+
+/// The process-wide pool, built on first use and never dropped.
+struct Hardware {
+    schedule: PoolSchedule,
+    /// Why the pool is not what the environment asked for, if it is not.
+    fallback: Option<ScheduleError>,
+}
+
+impl Hardware {
+    fn build() -> Self {
+        let (parallelism, mut fallback) = match hardware_parallelism() {
+            Ok(parallelism) => (parallelism, None),
+            Err(err) => (available_parallelism(), Some(err)),
+        };
+        let pool = match Pool::new(parallelism) {
+            Ok(pool) => pool,
+            Err(err) => {
+                fallback = Some(err);
+                Pool::inline()
+            }
+        };
+        if let Some(err) = &fallback {
+            // Reported once per process: a misconfigured knob must not pass unnoticed.
+            std::eprintln!(
+                "skainet-schedule: {err}; hardware() runs with parallelism {}",
+                pool.parallelism()
+            );
+        }
+        let name = format!("hardware({})", pool.parallelism());
+        Self {
+            schedule: PoolSchedule::new(pool, name),
+            fallback,
+        }
+    }
+}
+
+#[cfg(not(feature = "loom"))]
+fn hardware_state() -> &'static Hardware {
+    static HARDWARE: crate::sync::OnceLock<Hardware> = crate::sync::OnceLock::new();
+    HARDWARE.get_or_init(Hardware::build)
+}
+
+/// The process-wide pool, named `hardware(N)`: `N` is [`hardware_parallelism()`], built on
+/// first use with `N - 1` worker threads that live as long as the process. Every call returns
+/// a handle to the same pool.
+///
+/// Fallback rule: if `SKAINET_TASK_GROUPS` is invalid, the pool uses
+/// `available_parallelism()` instead, writes one line to stderr, and
+/// [`hardware_fallback()`] returns the error; if threads cannot be started it runs inline
+/// (`hardware(1)`) and reports that the same way.
+///
+/// Under the `loom` feature every call builds a fresh pool (a process-wide one would outlive
+/// the model that created it).
+///
+/// ```
+/// use skainet_schedule::{runtime, Schedule};
+/// let pool = runtime::hardware();
+/// assert_eq!(pool.name(), format!("hardware({})", pool.parallelism()));
+/// ```
+pub fn hardware() -> PoolSchedule {
+    #[cfg(not(feature = "loom"))]
+    {
+        hardware_state().schedule.clone()
+    }
+    #[cfg(feature = "loom")]
+    {
+        Hardware::build().schedule
+    }
+}
+
+/// Why [`hardware()`] is not sized as the environment asked (an invalid
+/// `SKAINET_TASK_GROUPS`, or threads that could not start), or `None` when it is. Builds the
+/// pool if it does not exist yet.
+pub fn hardware_fallback() -> Option<ScheduleError> {
+    #[cfg(not(feature = "loom"))]
+    {
+        hardware_state().fallback.clone()
+    }
+    #[cfg(feature = "loom")]
+    {
+        Hardware::build().fallback
+    }
+}
+
+/// The platform default under `parallel`: [`hardware()`].
+pub(crate) fn platform_default() -> ScheduleRef {
+    hardware().shared()
+}
