@@ -1,0 +1,366 @@
+//! The graph builder: the Rust face of the seed's `dag { }`, with per-op and scoped
+//! schedule hints.
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::node::{Graph, Node, Value};
+use super::op::{Op, OpKind};
+use super::shape::{self, ShapeError};
+use crate::attr::{Attr, AttrMap};
+use crate::kernels::conv::Conv2dOptions;
+use crate::kernels::sdpa::SdpaOptions;
+use crate::schedule::ScheduleHint;
+
+/// Why a graph could not be built. Every variant names the node involved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GraphError {
+    /// Two nodes were given the same id.
+    DuplicateId {
+        /// The id used twice.
+        id: String,
+    },
+    /// A node id or input name was empty.
+    EmptyId,
+    /// An operand handle does not belong to this builder.
+    UnknownValue {
+        /// The node being added (or `"<output>"` for [`GraphBuilder::output`]).
+        node: String,
+        /// The handle's index.
+        index: usize,
+    },
+    /// An op's operand shapes do not fit together.
+    BadShape {
+        /// The node being added.
+        node: String,
+        /// Its op.
+        op: OpKind,
+        /// What is wrong, with the shapes.
+        error: ShapeError,
+    },
+    /// [`GraphBuilder::build`] was called without any [`output`](GraphBuilder::output).
+    NoOutputs,
+}
+
+impl fmt::Display for GraphError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DuplicateId { id } => write!(f, "node id {id:?} is used twice"),
+            Self::EmptyId => write!(f, "node ids and input names must not be empty"),
+            Self::UnknownValue { node, index } => write!(
+                f,
+                "node {node:?}: operand #{index} does not belong to this graph"
+            ),
+            Self::BadShape { node, op, error } => write!(f, "node {node:?} ({op}): {error}"),
+            Self::NoOutputs => write!(f, "the graph returns nothing: call output() first"),
+        }
+    }
+}
+
+impl core::error::Error for GraphError {}
+
+/// Builds a [`Graph`] one op at a time, checking shapes as it goes.
+///
+/// Every op method returns an [`OpBuilder`]: name the node with [`id`](OpBuilder::id), give it
+/// a hint with [`schedule`](OpBuilder::schedule), then [`finish`](OpBuilder::finish) it.
+/// [`GraphBuilder::schedule`] applies a hint to every op added inside its closure; an op's own
+/// hint wins over the block's, and nothing leaks out of the block.
+///
+/// ```
+/// use skainet_schedule::graph::GraphBuilder;
+/// use skainet_schedule::kernels::sdpa::SdpaOptions;
+/// use skainet_schedule::ScheduleHint;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut b = GraphBuilder::new();
+/// let q = b.input("q", [1, 8, 4, 16])?;
+/// let k = b.input("k", [1, 2, 6, 16])?;
+/// let v = b.input("v", [1, 2, 6, 16])?;
+/// let heads = ScheduleHint::parallel(["heads"])?;
+/// let attn = b.schedule(heads, |b| {
+///     b.sdpa(q, k, v, None, SdpaOptions::default()).id("attn").finish()
+/// })?;
+/// b.output(attn)?;
+/// let graph = b.build()?;
+/// assert_eq!(graph.find("attn").unwrap().shape(), [1, 8, 4, 16]);
+/// assert_eq!(graph.find("attn").unwrap().requested_hint().unwrap().parallel_dims(), ["heads"]);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct GraphBuilder {
+    nodes: Vec<Node>,
+    ids: BTreeSet<String>,
+    outputs: Vec<Value>,
+    scopes: Vec<ScheduleHint>,
+    generated: BTreeMap<OpKind, usize>,
+}
+
+impl GraphBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares a named input with a static shape; its node id is `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::DuplicateId`] when `name` is taken, [`GraphError::EmptyId`] when empty.
+    pub fn input(&mut self, name: &str, shape: impl Into<Vec<usize>>) -> Result<Value, GraphError> {
+        self.claim(name)?;
+        Ok(self.push(Node {
+            id: name.to_string(),
+            op: Op::Input,
+            inputs: Vec::new(),
+            shape: shape.into(),
+            requested: None,
+            metadata: AttrMap::new(),
+        }))
+    }
+
+    /// Attention over `q [b, H, Sq, hd]`, `k`/`v [b, nKV, Sk, hd]` and an optional additive
+    /// mask `[Sq, Sk]` or `[b|1, H|1, Sq, Sk]`.
+    pub fn sdpa(
+        &mut self,
+        q: Value,
+        k: Value,
+        v: Value,
+        mask: Option<Value>,
+        options: SdpaOptions,
+    ) -> OpBuilder<'_> {
+        let mut operands = alloc::vec![q, k, v];
+        operands.extend(mask);
+        OpBuilder::new(self, Op::Sdpa(options), operands)
+    }
+
+    /// `a [.., m, k] x b [k, n] -> [.., m, n]`.
+    pub fn matmul(&mut self, a: Value, b: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Matmul, alloc::vec![a, b])
+    }
+
+    /// A 2-D convolution of an NCHW `input` with an OIHW `weight` and an optional bias `[O]`.
+    pub fn conv2d(
+        &mut self,
+        input: Value,
+        weight: Value,
+        bias: Option<Value>,
+        options: Conv2dOptions,
+    ) -> OpBuilder<'_> {
+        let mut operands = alloc::vec![input, weight];
+        operands.extend(bias);
+        OpBuilder::new(self, Op::Conv2d(options), operands)
+    }
+
+    /// Elementwise `a + b` (equal shapes).
+    pub fn add(&mut self, a: Value, b: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Add, alloc::vec![a, b])
+    }
+
+    /// Elementwise `a - b` (equal shapes).
+    pub fn sub(&mut self, a: Value, b: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Sub, alloc::vec![a, b])
+    }
+
+    /// Elementwise `a * b` (equal shapes).
+    pub fn mul(&mut self, a: Value, b: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Mul, alloc::vec![a, b])
+    }
+
+    /// `x` under `shape` (same element count).
+    pub fn reshape(&mut self, x: Value, shape: impl Into<Vec<usize>>) -> OpBuilder<'_> {
+        let mut op = OpBuilder::new(self, Op::Reshape, alloc::vec![x]);
+        op.reshape_to = Some(shape.into());
+        op
+    }
+
+    /// `x` with its dimensions permuted (output dim `i` is input dim `permutation[i]`).
+    pub fn transpose(&mut self, x: Value, permutation: impl Into<Vec<usize>>) -> OpBuilder<'_> {
+        OpBuilder::new(
+            self,
+            Op::Transpose {
+                permutation: permutation.into(),
+            },
+            alloc::vec![x],
+        )
+    }
+
+    /// Runs `body` with `hint` applied to every op it adds that has no hint of its own, and
+    /// returns what `body` returns. Blocks nest (the innermost wins); the hint ends with the
+    /// block.
+    pub fn schedule<R>(&mut self, hint: ScheduleHint, body: impl FnOnce(&mut Self) -> R) -> R {
+        self.scopes.push(hint);
+        let out = body(self);
+        self.scopes.pop();
+        out
+    }
+
+    /// Marks `value` as a result of the graph (results keep the order of these calls).
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::UnknownValue`] for a handle from another builder.
+    pub fn output(&mut self, value: Value) -> Result<(), GraphError> {
+        if value.0 >= self.nodes.len() {
+            return Err(GraphError::UnknownValue {
+                node: "<output>".to_string(),
+                index: value.0,
+            });
+        }
+        self.outputs.push(value);
+        Ok(())
+    }
+
+    /// The shape of a value built so far.
+    pub fn shape(&self, value: Value) -> Option<&[usize]> {
+        self.nodes.get(value.0).map(|n| n.shape.as_slice())
+    }
+
+    /// The finished graph.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::NoOutputs`] when no output was marked.
+    pub fn build(self) -> Result<Graph, GraphError> {
+        if self.outputs.is_empty() {
+            return Err(GraphError::NoOutputs);
+        }
+        Ok(Graph {
+            nodes: self.nodes,
+            outputs: self.outputs,
+        })
+    }
+
+    fn claim(&mut self, id: &str) -> Result<(), GraphError> {
+        if id.is_empty() {
+            return Err(GraphError::EmptyId);
+        }
+        if !self.ids.insert(id.to_string()) {
+            return Err(GraphError::DuplicateId { id: id.to_string() });
+        }
+        Ok(())
+    }
+
+    fn generate_id(&mut self, kind: OpKind) -> String {
+        let next = self.generated.entry(kind).or_insert(0);
+        loop {
+            let id = format!("{}_{}", kind.name(), *next);
+            *next += 1;
+            if !self.ids.contains(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn push(&mut self, node: Node) -> Value {
+        self.nodes.push(node);
+        Value(self.nodes.len() - 1)
+    }
+}
+
+/// An op being added: set its id, hint and metadata, then [`finish`](OpBuilder::finish) it.
+#[must_use = "an op is only added to the graph by finish()"]
+pub struct OpBuilder<'b> {
+    builder: &'b mut GraphBuilder,
+    op: Op,
+    operands: Vec<Value>,
+    id: Option<String>,
+    hint: Option<ScheduleHint>,
+    metadata: AttrMap,
+    reshape_to: Option<Vec<usize>>,
+}
+
+impl<'b> OpBuilder<'b> {
+    fn new(builder: &'b mut GraphBuilder, op: Op, operands: Vec<Value>) -> Self {
+        Self {
+            builder,
+            op,
+            operands,
+            id: None,
+            hint: None,
+            metadata: AttrMap::new(),
+            reshape_to: None,
+        }
+    }
+
+    /// Names the node (otherwise it gets `<op>_<n>`, e.g. `matmul_0`).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Gives this op its own schedule hint; it wins over any enclosing scoped block.
+    pub fn schedule(mut self, hint: ScheduleHint) -> Self {
+        self.hint = Some(hint);
+        self
+    }
+
+    /// Adds a metadata entry to the node.
+    pub fn meta(mut self, key: impl Into<String>, value: impl Into<Attr>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Checks the operands' shapes and adds the node.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::DuplicateId`] / [`GraphError::EmptyId`] for a bad id,
+    /// [`GraphError::UnknownValue`] for a foreign operand, [`GraphError::BadShape`] (naming
+    /// the node) when the operands do not fit.
+    pub fn finish(self) -> Result<Value, GraphError> {
+        let OpBuilder {
+            builder,
+            op,
+            operands,
+            id,
+            hint,
+            metadata,
+            reshape_to,
+        } = self;
+        let kind = op.kind();
+        let id = match id {
+            Some(id) => id,
+            None => builder.generate_id(kind),
+        };
+        let mut shapes: Vec<&[usize]> = Vec::with_capacity(operands.len());
+        for v in &operands {
+            match builder.nodes.get(v.0) {
+                Some(n) => shapes.push(&n.shape),
+                None => {
+                    return Err(GraphError::UnknownValue {
+                        node: id,
+                        index: v.0,
+                    })
+                }
+            }
+        }
+        let inferred = match &op {
+            Op::Input => Ok(Vec::new()),
+            Op::Sdpa(o) => shape::sdpa(shapes[0], shapes[1], shapes[2], shapes.get(3).copied(), o),
+            Op::Matmul => shape::matmul(shapes[0], shapes[1]),
+            Op::Conv2d(o) => shape::conv2d(shapes[0], shapes[1], shapes.get(2).copied(), o),
+            Op::Add | Op::Sub | Op::Mul => shape::elementwise(shapes[0], shapes[1]),
+            Op::Reshape => shape::reshape(shapes[0], reshape_to.as_deref().unwrap_or(&[])),
+            Op::Transpose { permutation } => shape::transpose(shapes[0], permutation),
+        };
+        let shape = inferred.map_err(|error| GraphError::BadShape {
+            node: id.clone(),
+            op: kind,
+            error,
+        })?;
+        builder.claim(&id)?;
+        let requested = hint.or_else(|| builder.scopes.last().cloned());
+        Ok(builder.push(Node {
+            id,
+            op,
+            inputs: operands,
+            shape,
+            requested,
+            metadata,
+        }))
+    }
+}

@@ -1,0 +1,137 @@
+//! The graph itself: nodes in topological order, each producing one value.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use super::op::{Op, OpKind};
+use crate::attr::{Attr, AttrMap};
+use crate::schedule::{ScheduleHint, SCHEDULE_KEY};
+
+/// A handle to the value a node produces (nodes produce exactly one value). Handles are
+/// positions in one graph: use them only with the builder or graph that made them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub(crate) usize);
+
+impl Value {
+    /// The producing node's position in [`Graph::nodes`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// One node: an id unique in its graph, an op, its operands, its (static) output shape, the
+/// schedule hint asked for when it was built, and metadata that passes stamp.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub(crate) id: String,
+    pub(crate) op: Op,
+    pub(crate) inputs: Vec<Value>,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) requested: Option<ScheduleHint>,
+    pub(crate) metadata: AttrMap,
+}
+
+impl Node {
+    /// The node's id (for inputs, the input's name).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// What it computes.
+    pub fn op(&self) -> &Op {
+        &self.op
+    }
+
+    /// Its op's kind.
+    pub fn kind(&self) -> OpKind {
+        self.op.kind()
+    }
+
+    /// Its operands, in the op's order (`sdpa`: q, k, v[, mask]; `conv2d`: input, weight[,
+    /// bias]; binary ops: a, b; reshape and transpose: x).
+    pub fn inputs(&self) -> &[Value] {
+        &self.inputs
+    }
+
+    /// The static shape of its value.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The schedule hint the builder was asked for (per op or from an enclosing scoped
+    /// block), before any validation. What the export states is the [`annotated`](Self::annotated)
+    /// hint, not this one.
+    pub fn requested_hint(&self) -> Option<&ScheduleHint> {
+        self.requested.as_ref()
+    }
+
+    /// The op parameters plus, under [`SCHEDULE_KEY`], the requested hint's map form: the
+    /// node's "operation parameters" in the seed's words.
+    pub fn params(&self) -> AttrMap {
+        let mut params = self.op.params();
+        if let Some(hint) = &self.requested {
+            params.insert(SCHEDULE_KEY.to_string(), Attr::Map(hint.to_map()));
+        }
+        params
+    }
+
+    /// Metadata: user entries and what passes stamped (the accepted schedule under
+    /// [`SCHEDULE_KEY`], the layout of an input under [`LAYOUT_KEY`](super::LAYOUT_KEY)).
+    pub fn metadata(&self) -> &AttrMap {
+        &self.metadata
+    }
+
+    /// The hint the annotation pass accepted and stamped, if any.
+    pub fn annotated(&self) -> Option<ScheduleHint> {
+        ScheduleHint::from_map(self.metadata.get(SCHEDULE_KEY)?.as_map()?)
+    }
+}
+
+/// A dataflow graph: nodes in topological order (every operand precedes its user) and the
+/// values it returns. Built by [`GraphBuilder`](super::GraphBuilder).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) outputs: Vec<Value>,
+}
+
+impl Graph {
+    /// Every node, in topological order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The node producing `value`, or `None` for a handle from another graph.
+    pub fn node(&self, value: Value) -> Option<&Node> {
+        self.nodes.get(value.0)
+    }
+
+    /// The node with id `id`.
+    pub fn find(&self, id: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// The input nodes, in the order they were declared.
+    pub fn inputs(&self) -> impl Iterator<Item = &Node> + '_ {
+        self.nodes.iter().filter(|n| n.op == Op::Input)
+    }
+
+    /// The values the graph returns, in order.
+    pub fn outputs(&self) -> &[Value] {
+        &self.outputs
+    }
+
+    /// Every edge `(operand, user)`, in node order.
+    pub fn edges(&self) -> Vec<(Value, Value)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(user, n)| n.inputs.iter().map(move |&v| (v, Value(user))))
+            .collect()
+    }
+
+    /// The metadata of node `value`, mutably (what passes write through).
+    pub fn metadata_mut(&mut self, value: Value) -> Option<&mut AttrMap> {
+        self.nodes.get_mut(value.0).map(|n| &mut n.metadata)
+    }
+}
