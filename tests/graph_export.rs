@@ -1,0 +1,286 @@
+#![cfg(not(feature = "loom"))]
+//! The StableHLO export: the module header, and the lowerings' structure.
+
+use skainet_schedule::graph::{
+    core_passes, stablehlo, Graph, GraphBuilder, ScheduleAnnotationPass,
+};
+use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
+use skainet_schedule::ScheduleHint;
+
+fn first_line(mlir: &str) -> &str {
+    mlir.lines().next().unwrap()
+}
+
+/// `q [1, 8, 5, 16]`, `k`/`v [1, 2, 9, 16]`: grouped-query attention, H = 8, nKV = 2.
+fn gqa(hint: Option<ScheduleHint>, options: SdpaOptions, mask: Option<Vec<usize>>) -> Graph {
+    let mut b = GraphBuilder::new();
+    let q = b.input("q", [1, 8, 5, 16]).unwrap();
+    let k = b.input("k", [1, 2, 9, 16]).unwrap();
+    let v = b.input("v", [1, 2, 9, 16]).unwrap();
+    let m = mask.map(|s| b.input("mask", s).unwrap());
+    let mut op = b.sdpa(q, k, v, m, options).id("attn");
+    if let Some(h) = hint {
+        op = op.schedule(h);
+    }
+    let out = op.finish().unwrap();
+    b.output(out).unwrap();
+    b.build().unwrap()
+}
+
+fn matmul_graph(id: &str, hint: Option<ScheduleHint>) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [4, 3]).unwrap();
+    let w = b.input("w", [3, 2]).unwrap();
+    let mut op = b.matmul(x, w).id(id);
+    if let Some(h) = hint {
+        op = op.schedule(h);
+    }
+    let y = op.finish().unwrap();
+    b.output(y).unwrap();
+    b.build().unwrap()
+}
+
+#[test]
+fn one_hint_with_parallelism_gives_the_exact_header() {
+    let mut g = matmul_graph("proj", Some(ScheduleHint::new(["rows"], Some(8)).unwrap()));
+    core_passes(&mut g);
+    assert_eq!(
+        first_line(&stablehlo::export(&g)),
+        r#"module attributes {skainet.schedule = {proj = {parallel_dims = ["rows"], parallelism = 8}}} {"#
+    );
+}
+
+#[test]
+fn a_default_only_sdpa_states_dims_without_parallelism() {
+    let mut g = gqa(None, SdpaOptions::default(), None);
+    ScheduleAnnotationPass::new().run(&mut g);
+    assert_eq!(
+        first_line(&stablehlo::export(&g)),
+        r#"module attributes {skainet.schedule = {attn = {parallel_dims = ["batch", "heads"]}}} {"#
+    );
+}
+
+#[test]
+fn layouts_come_first_sorted_then_the_schedule() {
+    let hint = ScheduleHint::new(["batch", "heads"], Some(8)).unwrap();
+    let mut g = gqa(Some(hint), SdpaOptions::default(), Some(vec![5, 9]));
+    core_passes(&mut g);
+    assert_eq!(
+        first_line(&stablehlo::export(&g)),
+        r#"module attributes {skainet.tensor_layouts = {k = "NHSD", mask = "QK", q = "NHSD", v = "NHSD"}, skainet.schedule = {attn = {parallel_dims = ["batch", "heads"], parallelism = 8}}} {"#
+    );
+}
+
+#[test]
+fn no_hints_and_no_layouts_give_a_bare_module() {
+    let mut g = matmul_graph("proj", None);
+    core_passes(&mut g);
+    let mlir = stablehlo::export(&g);
+    assert_eq!(first_line(&mlir), "module {");
+}
+
+#[test]
+fn a_graph_the_passes_never_saw_states_nothing() {
+    let g = matmul_graph("proj", Some(ScheduleHint::parallel(["rows"]).unwrap()));
+    assert_eq!(stablehlo::module_header(&g), "module {");
+}
+
+#[test]
+fn a_rejected_hint_never_reaches_the_header() {
+    let mut g = matmul_graph("proj", Some(ScheduleHint::new(["cols"], Some(4)).unwrap()));
+    core_passes(&mut g);
+    assert_eq!(stablehlo::module_header(&g), "module {");
+}
+
+#[test]
+fn schedule_entries_follow_topological_order_and_quote_odd_keys() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 2]).unwrap();
+    let rows = ScheduleHint::parallel(["rows"]).unwrap();
+    let z = b
+        .matmul(x, x)
+        .id("zeta")
+        .schedule(rows.clone())
+        .finish()
+        .unwrap();
+    let a = b
+        .matmul(z, x)
+        .id("layer 0/attn")
+        .schedule(rows.clone())
+        .finish()
+        .unwrap();
+    let c = b.matmul(a, x).id("alpha").schedule(rows).finish().unwrap();
+    b.output(c).unwrap();
+    let mut g = b.build().unwrap();
+    core_passes(&mut g);
+    assert_eq!(
+        stablehlo::module_header(&g),
+        r#"module attributes {skainet.schedule = {zeta = {parallel_dims = ["rows"]}, "layer 0/attn" = {parallel_dims = ["rows"]}, alpha = {parallel_dims = ["rows"]}}} {"#
+    );
+}
+
+#[test]
+fn a_bare_module_is_complete_mlir() {
+    let g = matmul_graph("proj", None);
+    assert_eq!(
+        stablehlo::export(&g),
+        "module {
+  func.func @main(%arg0: tensor<4x3xf32>, %arg1: tensor<3x2xf32>) -> tensor<4x2xf32> {
+    // proj = matmul
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    return %0 : tensor<4x2xf32>
+  }
+}
+"
+    );
+}
+
+#[test]
+fn gqa_batches_both_dot_generals_over_batch_and_kv_heads() {
+    let mlir = stablehlo::export(&gqa(None, SdpaOptions::default(), None));
+    assert!(
+        mlir.contains("stablehlo.reshape %arg0 : (tensor<1x8x5x16xf32>) -> tensor<1x2x4x5x16xf32>")
+    );
+    assert!(mlir.contains(
+        "stablehlo.dot_general %0, %arg1, batching_dims = [0, 1] x [0, 1], contracting_dims = [4] x [3] : (tensor<1x2x4x5x16xf32>, tensor<1x2x9x16xf32>) -> tensor<1x2x4x5x9xf32>"
+    ));
+    assert!(mlir.contains(
+        ", %arg2, batching_dims = [0, 1] x [0, 1], contracting_dims = [4] x [2] : (tensor<1x2x4x5x9xf32>, tensor<1x2x9x16xf32>) -> tensor<1x2x4x5x16xf32>"
+    ));
+    assert!(mlir.contains(": (tensor<1x2x4x5x16xf32>) -> tensor<1x8x5x16xf32>"));
+}
+
+#[test]
+fn gqa_never_concatenates_or_broadcasts_k_and_v() {
+    let mlir = stablehlo::export(&gqa(
+        None,
+        SdpaOptions {
+            scale: None,
+            causal: true,
+        },
+        Some(vec![5, 9]),
+    ));
+    assert!(!mlir.contains("concatenate"));
+    for line in mlir.lines().filter(|l| l.contains("broadcast")) {
+        assert!(!line.contains("%arg1") && !line.contains("%arg2"), "{line}");
+    }
+    assert_eq!(
+        mlir.matches("%arg1").count(),
+        2,
+        "k: the signature and one dot_general"
+    );
+    assert_eq!(
+        mlir.matches("%arg2").count(),
+        2,
+        "v: the signature and one dot_general"
+    );
+}
+
+#[test]
+fn causal_is_bottom_right_aligned_with_iota_compare_select() {
+    let mlir = stablehlo::export(&gqa(
+        None,
+        SdpaOptions {
+            scale: None,
+            causal: true,
+        },
+        None,
+    ));
+    // Query i sees key j <= i + (Sk - Sq) = i + 4.
+    assert!(mlir.contains("stablehlo.iota dim = 0 : tensor<5x9xi64>"));
+    assert!(mlir.contains("stablehlo.iota dim = 1 : tensor<5x9xi64>"));
+    assert!(mlir.contains("stablehlo.constant dense<4> : tensor<5x9xi64>"));
+    assert!(mlir.contains("stablehlo.compare LE, %"));
+    assert!(mlir.contains("stablehlo.constant dense<0xFF800000> : tensor<1x2x4x5x9xf32>"));
+}
+
+#[test]
+fn the_scale_defaults_to_one_over_sqrt_head_dim_and_is_exact() {
+    let mlir = stablehlo::export(&gqa(None, SdpaOptions::default(), None));
+    assert!(
+        mlir.contains("stablehlo.constant dense<0x3E800000> : tensor<1x2x4x5x9xf32>"),
+        "1/4"
+    );
+    let scaled = SdpaOptions {
+        scale: Some(0.1),
+        causal: false,
+    };
+    let mlir = stablehlo::export(&gqa(None, scaled, None));
+    assert!(mlir.contains(&format!("dense<0x{:08X}>", 0.1f32.to_bits())));
+}
+
+#[test]
+fn fully_masked_rows_are_guarded_against_nan() {
+    let mlir = stablehlo::export(&gqa(None, SdpaOptions::default(), Some(vec![1, 8, 5, 9])));
+    // A per-head mask is split like Q and broadcast onto the scores.
+    assert!(
+        mlir.contains("stablehlo.reshape %arg3 : (tensor<1x8x5x9xf32>) -> tensor<1x2x4x5x9xf32>")
+    );
+    assert!(mlir.contains("applies stablehlo.maximum across dimensions = [4]"));
+    assert!(mlir.contains("applies stablehlo.add across dimensions = [4]"));
+    assert_eq!(
+        mlir.matches("stablehlo.compare EQ").count(),
+        2,
+        "max == -inf, sum == 0"
+    );
+}
+
+#[test]
+fn the_body_never_states_a_core_count() {
+    let hint = ScheduleHint::new(["heads"], Some(8)).unwrap();
+    let mut g = gqa(Some(hint), SdpaOptions::default(), None);
+    core_passes(&mut g);
+    let mlir = stablehlo::export(&g);
+    let (header, body) = mlir.split_once('\n').unwrap();
+    assert!(header.contains("parallelism = 8"));
+    assert!(!body.contains("parallelism"));
+    assert!(!body.contains("skainet"));
+}
+
+#[test]
+fn conv2d_lowers_to_one_convolution_plus_bias() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 3, 8, 8]).unwrap();
+    let w = b.input("w", [4, 3, 3, 3]).unwrap();
+    let bias = b.input("bias", [4]).unwrap();
+    let opts = Conv2dOptions {
+        stride: [2, 1],
+        padding: [1, 0],
+    };
+    let y = b
+        .conv2d(x, w, Some(bias), opts)
+        .id("conv")
+        .finish()
+        .unwrap();
+    b.output(y).unwrap();
+    let mut g = b.build().unwrap();
+    core_passes(&mut g);
+    let mlir = stablehlo::export(&g);
+    assert_eq!(
+        first_line(&mlir),
+        r#"module attributes {skainet.tensor_layouts = {w = "OIHW", x = "NCHW"}} {"#
+    );
+    assert!(mlir.contains(
+        "stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {stride = [2, 1], pad = [[1, 1], [0, 0]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x6xf32>"
+    ));
+    assert!(mlir.contains(
+        "stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<4xf32>) -> tensor<2x4x4x6xf32>"
+    ));
+}
+
+#[test]
+fn several_outputs_are_returned_in_order() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 3]).unwrap();
+    let t = b.transpose(x, [1, 0]).id("t").finish().unwrap();
+    let r = b.reshape(x, [6]).id("r").finish().unwrap();
+    b.output(r).unwrap();
+    b.output(t).unwrap();
+    let mlir = stablehlo::export(&b.build().unwrap());
+    assert!(mlir
+        .contains("func.func @main(%arg0: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<3x2xf32>) {"));
+    assert!(mlir.contains(
+        "stablehlo.transpose %arg0, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>"
+    ));
+    assert!(mlir.contains("return %1, %0 : tensor<6xf32>, tensor<3x2xf32>"));
+}
