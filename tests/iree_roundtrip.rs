@@ -1,0 +1,287 @@
+#![cfg(not(feature = "loom"))]
+//! The export is real only if a real compiler eats it: every graph here is exported,
+//! compiled by `iree-compile` for `llvm-cpu`, run by `iree-run-module` on the local-task
+//! device with 1 and 2 task groups (and `$SKAINET_TASK_GROUPS` when set) from the very same
+//! `.vmfb`, and compared with the eager kernels (max abs error <= 1e-4).
+//!
+//! The tools come from PyPI: `python3 -m venv .venv && .venv/bin/pip install
+//! iree-base-compiler iree-base-runtime` at the repository root, or `IREE_BIN_DIR=<dir>`.
+//! Without them these tests FAIL, with that instruction; they never pass silently. To leave
+//! them out on purpose: `cargo test -- --skip iree_`.
+
+use std::path::{Path, PathBuf};
+
+use skainet_schedule::context::CpuContext;
+use skainet_schedule::graph::iree::IreeTools;
+use skainet_schedule::graph::{core_passes, execute, stablehlo, Graph, GraphBuilder};
+use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
+use skainet_schedule::tensor::Tensor;
+use skainet_schedule::{ScheduleHint, Sequential};
+
+const TOLERANCE: f32 = 1e-4;
+
+fn tools() -> IreeTools {
+    match IreeTools::locate(Path::new(env!("CARGO_MANIFEST_DIR"))) {
+        Ok(tools) => tools,
+        Err(e) => panic!(
+            "the IREE round trip needs iree-compile and iree-run-module: {e}\n\
+             (to leave these tests out on purpose, run `cargo test -- --skip iree_`)"
+        ),
+    }
+}
+
+/// 1 and 2, plus `$SKAINET_TASK_GROUPS` when it is set.
+fn group_counts() -> Vec<usize> {
+    let mut counts = vec![1, 2];
+    if let Ok(value) = std::env::var("SKAINET_TASK_GROUPS") {
+        let n: usize = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("SKAINET_TASK_GROUPS={value:?} is not a positive integer"));
+        if !counts.contains(&n) {
+            counts.push(n);
+        }
+    }
+    counts
+}
+
+/// Deterministic values in [-1, 1).
+fn values(shape: &[usize], seed: u32) -> Tensor {
+    Tensor::from_fn(shape.to_vec(), |i| {
+        let mut x = (i as u32).wrapping_mul(0x9E37_79B9) ^ seed.wrapping_mul(0x85EB_CA6B);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x2C1B_3C6D);
+        x ^= x >> 12;
+        (x >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    })
+    .unwrap()
+}
+
+/// Random inputs for every input of `graph`, in declaration order.
+fn random_inputs(graph: &Graph) -> Vec<(String, Tensor)> {
+    graph
+        .inputs()
+        .enumerate()
+        .map(|(i, n)| (n.id().to_string(), values(n.shape(), i as u32 + 1)))
+        .collect()
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("skainet-iree-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    assert_eq!(a.shape(), b.shape());
+    a.data()
+        .iter()
+        .zip(b.data())
+        .map(|(x, y)| if x == y { 0.0 } else { (x - y).abs() })
+        .fold(0.0f32, |m, d| if d.is_nan() || d > m { d } else { m })
+}
+
+/// Exports `graph` (after the core passes unless `bare`), compiles it once, runs the same
+/// `.vmfb` at every group count and compares each result with the eager run.
+fn round_trip(name: &str, mut graph: Graph, inputs: Vec<(String, Tensor)>, bare: bool) {
+    let tools = tools();
+    if !bare {
+        core_passes(&mut graph);
+    }
+    let mlir = stablehlo::export(&graph);
+    if bare {
+        assert_eq!(stablehlo::module_header(&graph), "module {");
+    } else {
+        assert!(
+            mlir.starts_with("module attributes {skainet."),
+            "{name}: header expected"
+        );
+    }
+
+    let dir = scratch_dir(name);
+    let mlir_path = dir.join("model.mlir");
+    let vmfb = dir.join("model.vmfb");
+    std::fs::write(&mlir_path, &mlir).unwrap();
+    tools
+        .compile(&mlir_path, &vmfb)
+        .unwrap_or_else(|e| panic!("{name}: {e}\n--- module ---\n{mlir}"));
+    let compiled = std::fs::read(&vmfb).unwrap();
+
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let expected = execute(&CpuContext::new(Sequential::shared()), &graph, &named).unwrap();
+    let tensors: Vec<&Tensor> = inputs.iter().map(|(_, t)| t).collect();
+
+    for groups in group_counts() {
+        let used = std::fs::read(&vmfb).unwrap();
+        assert!(
+            used == compiled,
+            "{name}: the .vmfb changed before the run with {groups} groups"
+        );
+        let got = tools
+            .run(&vmfb, groups, &dir, &tensors, expected.len())
+            .unwrap_or_else(|e| panic!("{name}, {groups} groups: {e}"));
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            let err = max_abs_diff(g, e);
+            assert!(
+                err <= TOLERANCE,
+                "{name}, {groups} groups, output {i}: max abs error {err} > {TOLERANCE}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn attention(
+    q: [usize; 4],
+    kv: [usize; 4],
+    mask: Option<Vec<usize>>,
+    options: SdpaOptions,
+    hint: Option<ScheduleHint>,
+) -> Graph {
+    let mut b = GraphBuilder::new();
+    let qv = b.input("q", q).unwrap();
+    let kv_ = b.input("k", kv).unwrap();
+    let vv = b.input("v", kv).unwrap();
+    let m = mask.map(|s| b.input("mask", s).unwrap());
+    let mut op = b.sdpa(qv, kv_, vv, m, options).id("attn");
+    if let Some(h) = hint {
+        op = op.schedule(h);
+    }
+    let out = op.finish().unwrap();
+    b.output(out).unwrap();
+    b.build().unwrap()
+}
+
+#[test]
+fn iree_runs_grouped_query_attention() {
+    let hint = ScheduleHint::new(["batch", "heads"], Some(8)).unwrap();
+    let g = attention(
+        [2, 8, 5, 16],
+        [2, 2, 9, 16],
+        None,
+        SdpaOptions::default(),
+        Some(hint),
+    );
+    let inputs = random_inputs(&g);
+    round_trip("gqa", g, inputs, false);
+}
+
+#[test]
+fn iree_runs_causal_attention_with_fewer_queries_than_keys() {
+    let causal = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let g = attention([1, 4, 3, 8], [1, 2, 7, 8], None, causal, None);
+    let inputs = random_inputs(&g);
+    round_trip("causal", g, inputs, false);
+}
+
+#[test]
+fn iree_runs_masked_attention_with_a_fully_masked_row() {
+    let options = SdpaOptions {
+        scale: Some(0.3),
+        causal: true,
+    };
+    let g = attention(
+        [2, 4, 4, 8],
+        [2, 2, 6, 8],
+        Some(vec![2, 1, 4, 6]),
+        options,
+        None,
+    );
+    let mut inputs = random_inputs(&g);
+    // Some scores hidden, and every score of batch 1, query 2 hidden: that row must be zeros.
+    let mask = &mut inputs[3].1;
+    for (i, x) in mask.data_mut().iter_mut().enumerate() {
+        let (batch, row) = (i / 24, (i / 6) % 4);
+        if i % 5 == 0 || (batch == 1 && row == 2) {
+            *x = f32::NEG_INFINITY;
+        }
+    }
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let eager = execute(&CpuContext::new(Sequential::shared()), &g, &named).unwrap();
+    for h in 0..4 {
+        for d in 0..8 {
+            assert_eq!(eager[0].get(&[1, h, 2, d]), Some(0.0));
+        }
+    }
+    round_trip("masked", g, inputs, false);
+}
+
+#[test]
+fn iree_runs_an_attention_block_with_matmul_projections() {
+    let (s, d, heads, kv_heads, hd) = (6, 32, 8, 2, 4);
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [1, s, d]).unwrap();
+    let wq = b.input("wq", [d, heads * hd]).unwrap();
+    let wk = b.input("wk", [d, kv_heads * hd]).unwrap();
+    let wv = b.input("wv", [d, kv_heads * hd]).unwrap();
+    let wo = b.input("wo", [heads * hd, d]).unwrap();
+    let rows = ScheduleHint::parallel(["rows"]).unwrap();
+    let project = |b: &mut GraphBuilder, w, n: usize, id: &str| {
+        let p = b
+            .matmul(x, w)
+            .id(id)
+            .schedule(rows.clone())
+            .finish()
+            .unwrap();
+        let r = b.reshape(p, [1, s, n, hd]).finish().unwrap();
+        b.transpose(r, [0, 2, 1, 3]).finish().unwrap()
+    };
+    let q = project(&mut b, wq, heads, "q_proj");
+    let k = project(&mut b, wk, kv_heads, "k_proj");
+    let v = project(&mut b, wv, kv_heads, "v_proj");
+    let causal = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let a = b.sdpa(q, k, v, None, causal).id("attn").finish().unwrap();
+    let t = b.transpose(a, [0, 2, 1, 3]).finish().unwrap();
+    let merged = b.reshape(t, [1, s, heads * hd]).finish().unwrap();
+    let o = b.matmul(merged, wo).id("o_proj").finish().unwrap();
+    let y = b.add(o, x).id("residual").finish().unwrap();
+    b.output(y).unwrap();
+    let g = b.build().unwrap();
+    let inputs = random_inputs(&g);
+    round_trip("block", g, inputs, false);
+}
+
+#[test]
+fn iree_runs_conv2d_with_bias() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 3, 8, 8]).unwrap();
+    let w = b.input("w", [4, 3, 3, 3]).unwrap();
+    let bias = b.input("bias", [4]).unwrap();
+    let opts = Conv2dOptions {
+        stride: [2, 1],
+        padding: [1, 0],
+    };
+    let hint = ScheduleHint::parallel(["out_channels"]).unwrap();
+    let y = b
+        .conv2d(x, w, Some(bias), opts)
+        .id("conv")
+        .schedule(hint)
+        .finish()
+        .unwrap();
+    b.output(y).unwrap();
+    let g = b.build().unwrap();
+    let inputs = random_inputs(&g);
+    round_trip("conv2d", g, inputs, false);
+}
+
+#[test]
+fn iree_compiles_a_module_without_attributes() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [4, 3]).unwrap();
+    let w = b.input("w", [3, 5]).unwrap();
+    let y = b.matmul(x, w).finish().unwrap();
+    let z = b.mul(y, y).finish().unwrap();
+    b.output(z).unwrap();
+    b.output(y).unwrap();
+    let g = b.build().unwrap();
+    let inputs = random_inputs(&g);
+    round_trip("bare", g, inputs, true);
+}
