@@ -1,0 +1,361 @@
+#![cfg(not(feature = "loom"))]
+//! The graph executor and graph contexts: results bit-identical to `Sequential` under every
+//! schedule, SDPA units routed through the context's schedule, schedule changes as siblings.
+
+use std::sync::Arc;
+
+use skainet_schedule::context::{ContextRef, ExecutionContext};
+use skainet_schedule::graph::{execute, ExecError, Graph, GraphBuilder, GraphContext};
+use skainet_schedule::kernels::{Conv2dOptions, CpuOps, OpsRef, SdpaOptions, TensorOps};
+use skainet_schedule::tensor::Tensor;
+use skainet_schedule::{
+    Chunks, CollectingSink, Schedule, ScheduleHint, ScheduleRef, Sequential, TraceEvent,
+};
+
+/// Runs chunks in reverse order on the calling thread and reports every split region.
+struct Reversed {
+    parallelism: usize,
+    name: String,
+    sink: Arc<CollectingSink>,
+}
+
+impl Reversed {
+    fn shared(parallelism: usize, sink: Arc<CollectingSink>) -> ScheduleRef {
+        Arc::new(Self {
+            parallelism,
+            name: format!("reversed({parallelism})"),
+            sink,
+        })
+    }
+}
+
+impl Schedule for Reversed {
+    fn parallelism(&self) -> usize {
+        self.parallelism
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        self.for_range_op("for_range", n, grain, body);
+    }
+
+    fn for_range_op(&self, op: &str, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        let chunks = Chunks::new(n, grain, self.parallelism);
+        let ranges: Vec<_> = chunks.iter().collect();
+        for r in ranges.iter().rev() {
+            body(r.start, r.end);
+        }
+        if chunks.len() > 1 {
+            self.sink.emit_region(op, &self.name, n, chunks.len());
+        }
+    }
+}
+
+trait EmitRegion {
+    fn emit_region(&self, op: &str, schedule: &str, elements: usize, tasks: usize);
+}
+
+impl EmitRegion for CollectingSink {
+    fn emit_region(&self, op: &str, schedule: &str, elements: usize, tasks: usize) {
+        use skainet_schedule::TraceSink;
+        self.emit(TraceEvent::ScheduleRegion {
+            op: op.into(),
+            schedule: schedule.into(),
+            elements,
+            tasks,
+            duration: None,
+        });
+    }
+}
+
+/// Ops that cannot be rebuilt under another schedule.
+struct FixedOps(ScheduleRef);
+
+impl TensorOps for FixedOps {
+    fn schedule(&self) -> &ScheduleRef {
+        &self.0
+    }
+
+    fn with_schedule(&self, _schedule: ScheduleRef) -> Option<OpsRef> {
+        None
+    }
+}
+
+/// Deterministic values in [-1, 1).
+fn values(shape: &[usize], seed: u32) -> Tensor {
+    Tensor::from_fn(shape.to_vec(), |i| {
+        let mut x = (i as u32).wrapping_mul(0x9E37_79B9) ^ seed.wrapping_mul(0x85EB_CA6B);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x2C1B_3C6D);
+        x ^= x >> 12;
+        (x >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    })
+    .unwrap()
+}
+
+const BATCH: usize = 1;
+const HEADS: usize = 8;
+
+/// An attention block large enough that every kernel splits its work: projections, GQA
+/// attention (8 heads over 2 K/V heads, 64 positions), output projection, residual; and a
+/// conv2d beside it.
+fn block() -> Graph {
+    let (s, d, kv_heads, hd) = (64, 64, 2, 8);
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [BATCH, s, d]).unwrap();
+    let wq = b.input("wq", [d, HEADS * hd]).unwrap();
+    let wk = b.input("wk", [d, kv_heads * hd]).unwrap();
+    let wv = b.input("wv", [d, kv_heads * hd]).unwrap();
+    let wo = b.input("wo", [HEADS * hd, d]).unwrap();
+    let img = b.input("img", [2, 16, 16, 16]).unwrap();
+    let filt = b.input("filt", [16, 16, 3, 3]).unwrap();
+    let project = |b: &mut GraphBuilder, w, n: usize| {
+        let p = b.matmul(x, w).finish().unwrap();
+        let r = b.reshape(p, [BATCH, s, n, hd]).finish().unwrap();
+        b.transpose(r, [0, 2, 1, 3]).finish().unwrap()
+    };
+    let q = project(&mut b, wq, HEADS);
+    let k = project(&mut b, wk, kv_heads);
+    let v = project(&mut b, wv, kv_heads);
+    let heads = ScheduleHint::parallel(["heads"]).unwrap();
+    let causal = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let a = b
+        .sdpa(q, k, v, None, causal)
+        .id("attn")
+        .schedule(heads)
+        .finish()
+        .unwrap();
+    let t = b.transpose(a, [0, 2, 1, 3]).finish().unwrap();
+    let merged = b.reshape(t, [BATCH, s, HEADS * hd]).finish().unwrap();
+    let o = b.matmul(merged, wo).finish().unwrap();
+    let y = b.add(o, x).finish().unwrap();
+    let c = b
+        .conv2d(img, filt, None, Conv2dOptions::default())
+        .finish()
+        .unwrap();
+    let c2 = b.mul(c, c).finish().unwrap();
+    b.output(y).unwrap();
+    b.output(c2).unwrap();
+    b.build().unwrap()
+}
+
+fn inputs(graph: &Graph) -> Vec<(String, Tensor)> {
+    graph
+        .inputs()
+        .enumerate()
+        .map(|(i, n)| (n.id().to_string(), values(n.shape(), i as u32 + 1)))
+        .collect()
+}
+
+fn run(graph: &Graph, schedule: ScheduleRef) -> Vec<Vec<u32>> {
+    let data = inputs(graph);
+    let named: Vec<(&str, &Tensor)> = data.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let ctx = GraphContext::over_ops(CpuOps::shared(schedule));
+    ctx.execute(graph, &named)
+        .unwrap()
+        .iter()
+        .map(Tensor::to_bits)
+        .collect()
+}
+
+fn assert_bit_identical_to_sequential(schedule: ScheduleRef) {
+    let g = block();
+    let name = schedule.name().to_string();
+    assert_eq!(run(&g, schedule), run(&g, Sequential::shared()), "{name}");
+}
+
+#[test]
+fn a_reversed_chunk_order_is_bit_identical_to_sequential() {
+    for p in 1..=4 {
+        assert_bit_identical_to_sequential(Reversed::shared(p, Arc::new(CollectingSink::new())));
+    }
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn hardware_is_bit_identical_to_sequential() {
+    assert_bit_identical_to_sequential(skainet_schedule::hardware().shared());
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn dedicated_pools_are_bit_identical_to_sequential() {
+    for p in 1..=4 {
+        assert_bit_identical_to_sequential(skainet_schedule::dedicated(p).unwrap().shared());
+    }
+}
+
+#[cfg(feature = "rayon")]
+#[test]
+fn rayon_is_bit_identical_to_sequential() {
+    assert_bit_identical_to_sequential(skainet_schedule::RayonSchedule::global().shared());
+}
+
+#[test]
+fn sdpa_units_go_through_the_context_schedule() {
+    let sink = Arc::new(CollectingSink::new());
+    let g = block();
+    run(&g, Reversed::shared(3, sink.clone()));
+    let sdpa: Vec<TraceEvent> = sink
+        .regions()
+        .into_iter()
+        .filter(|e| matches!(e, TraceEvent::ScheduleRegion { op, .. } if op == "sdpa"))
+        .collect();
+    assert_eq!(
+        sdpa,
+        [TraceEvent::ScheduleRegion {
+            op: "sdpa".into(),
+            schedule: "reversed(3)".into(),
+            elements: BATCH * HEADS,
+            tasks: 3,
+            duration: None,
+        }]
+    );
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn sdpa_units_go_through_a_dedicated_pool() {
+    let sink = Arc::new(CollectingSink::new());
+    let pool = skainet_schedule::dedicated(3)
+        .unwrap()
+        .with_trace(sink.clone());
+    run(&block(), pool.shared());
+    let sdpa: Vec<(String, usize, usize)> = sink
+        .regions()
+        .into_iter()
+        .filter_map(|e| match e {
+            TraceEvent::ScheduleRegion {
+                op,
+                schedule,
+                elements,
+                tasks,
+                ..
+            } if op == "sdpa" => Some((schedule, elements, tasks)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sdpa, [("dedicated(3)".to_string(), BATCH * HEADS, 3)]);
+}
+
+#[test]
+fn a_graph_context_reports_the_schedule_of_its_ops() {
+    let sink = Arc::new(CollectingSink::new());
+    let ctx = GraphContext::over_ops(CpuOps::shared(Reversed::shared(2, sink)));
+    assert_eq!(ctx.schedule().name(), "reversed(2)");
+    assert_eq!(ctx.ops().schedule().name(), "reversed(2)");
+}
+
+#[test]
+fn with_schedule_on_a_graph_context_yields_a_sibling_not_a_downgrade() {
+    let events = Arc::new(CollectingSink::new());
+    let regions = Arc::new(CollectingSink::new());
+    let ctx: ContextRef = Arc::new(GraphContext::over_ops_with_sink(
+        CpuOps::shared(Sequential::shared()),
+        events.clone(),
+    ));
+    let sibling = ctx
+        .clone()
+        .with_schedule(Reversed::shared(2, regions.clone()));
+    assert_eq!(sibling.schedule().name(), "reversed(2)");
+    assert_eq!(
+        ctx.schedule().name(),
+        "sequential",
+        "the original is untouched"
+    );
+    assert_eq!(events.events(), [], "no downgrade");
+
+    // The sibling runs graphs under the new schedule.
+    let g = block();
+    let data = inputs(&g);
+    let named: Vec<(&str, &Tensor)> = data.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    execute(sibling.as_ref(), &g, &named).unwrap();
+    assert!(regions
+        .regions()
+        .iter()
+        .any(|e| matches!(e, TraceEvent::ScheduleRegion { op, .. } if op == "sdpa")));
+}
+
+#[test]
+fn with_schedule_to_the_same_schedule_is_silent_and_returns_the_same_context() {
+    let events = Arc::new(CollectingSink::new());
+    let ctx: ContextRef = Arc::new(GraphContext::over_ops_with_sink(
+        CpuOps::shared(Sequential::shared()),
+        events.clone(),
+    ));
+    let same = ctx.clone().with_schedule(Sequential::shared());
+    assert!(std::ptr::addr_eq(Arc::as_ptr(&same), Arc::as_ptr(&ctx)));
+    assert_eq!(events.events(), []);
+}
+
+#[test]
+fn a_graph_context_over_fixed_ops_stays_and_reports_one_downgrade() {
+    let events = Arc::new(CollectingSink::new());
+    let ctx: ContextRef = Arc::new(GraphContext::over_ops_with_sink(
+        Arc::new(FixedOps(Sequential::shared())),
+        events.clone(),
+    ));
+    let after = ctx
+        .clone()
+        .with_schedule(Reversed::shared(4, Arc::new(CollectingSink::new())));
+    assert!(std::ptr::addr_eq(Arc::as_ptr(&after), Arc::as_ptr(&ctx)));
+    assert_eq!(after.schedule().name(), "sequential");
+    assert_eq!(
+        events.events(),
+        [TraceEvent::ScheduleDowngraded {
+            requested: "reversed(4)".into(),
+            effective: "sequential".into(),
+            reason: "ops bound to sequential cannot be rebuilt under another schedule".into(),
+        }]
+    );
+}
+
+fn small() -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 3]).unwrap();
+    let y = b.input("y", [2, 3]).unwrap();
+    let s = b.sub(x, y).finish().unwrap();
+    let t = b.transpose(s, [1, 0]).finish().unwrap();
+    b.output(t).unwrap();
+    b.build().unwrap()
+}
+
+#[test]
+fn elementwise_and_transpose_compute_exact_values() {
+    let x = Tensor::new(vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let y = Tensor::new(vec![2, 3], vec![0.5; 6]).unwrap();
+    let ctx = GraphContext::over_ops(CpuOps::shared(Sequential::shared()));
+    let out = ctx.execute(&small(), &[("y", &y), ("x", &x)]).unwrap();
+    assert_eq!(out[0].shape(), [3, 2]);
+    assert_eq!(out[0].data(), [0.5, 3.5, 1.5, 4.5, 2.5, 5.5]);
+}
+
+#[test]
+fn missing_unknown_and_misshapen_inputs_are_errors() {
+    let x = Tensor::zeros(vec![2, 3]).unwrap();
+    let wrong = Tensor::zeros(vec![3, 2]).unwrap();
+    let ctx = GraphContext::over_ops(CpuOps::shared(Sequential::shared()));
+    let g = small();
+    assert_eq!(
+        ctx.execute(&g, &[("x", &x)]),
+        Err(ExecError::MissingInput { name: "y".into() })
+    );
+    assert_eq!(
+        ctx.execute(&g, &[("x", &x), ("y", &x), ("z", &x)]),
+        Err(ExecError::UnknownInput { name: "z".into() })
+    );
+    assert_eq!(
+        ctx.execute(&g, &[("x", &x), ("y", &wrong)]),
+        Err(ExecError::InputShape {
+            name: "y".into(),
+            expected: vec![2, 3],
+            actual: vec![3, 2]
+        })
+    );
+}
