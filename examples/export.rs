@@ -26,10 +26,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use skainet_schedule::context::CpuContext;
-use skainet_schedule::graph::{core_passes, execute, iree, stablehlo, GraphBuilder};
+use skainet_schedule::graph::{core_passes, execute, npy, stablehlo, GraphBuilder};
 use skainet_schedule::kernels::SdpaOptions;
 use skainet_schedule::tensor::Tensor;
 use skainet_schedule::Sequential;
+
+/// As `skainet_schedule::graph::iree::COMPILE_FLAGS` (that module needs the `std` feature;
+/// this example builds without it too).
+const COMPILE_FLAGS: &str = "--iree-hal-target-device=local \
+--iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=generic";
 
 struct Args {
     batch: usize,
@@ -150,9 +155,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let dir = &args.out;
     std::fs::write(dir.join("model.mlir"), stablehlo::export(&graph))?;
     for (name, t) in &inputs {
-        iree::write_npy(&dir.join(format!("{name}.npy")), t)?;
+        std::fs::write(dir.join(format!("{name}.npy")), npy::to_bytes(t))?;
     }
-    iree::write_npy(&dir.join("expected.npy"), &expected[0])?;
+    std::fs::write(dir.join("expected.npy"), npy::to_bytes(&expected[0]))?;
 
     let d = dir.display();
     let inputs_flags: Vec<String> = inputs
@@ -160,10 +165,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|(n, _)| format!("--input=@{d}/{n}.npy"))
         .collect();
     println!("wrote {d}/model.mlir, the inputs and {d}/expected.npy; check with:");
-    println!(
-        "iree-compile {} {d}/model.mlir -o {d}/model.vmfb",
-        iree::COMPILE_FLAGS.join(" ")
-    );
+    println!("iree-compile {COMPILE_FLAGS} {d}/model.mlir -o {d}/model.vmfb");
     println!(
         "iree-run-module --device=local-task --task_topology_group_count=2 --module={d}/model.vmfb --function=main {} --output=@{d}/out.npy",
         inputs_flags.join(" ")

@@ -1,4 +1,4 @@
-#![cfg(not(feature = "loom"))]
+#![cfg(all(feature = "std", not(feature = "loom")))]
 //! The export is real only if a real compiler eats it: every graph here is exported,
 //! compiled by `iree-compile` for `llvm-cpu`, run by `iree-run-module` on the local-task
 //! device with 1 and 2 task groups (and `$SKAINET_TASK_GROUPS` when set) from the very same

@@ -152,5 +152,5 @@ pub mod getting_started {
     //! ```
     //!
     //! `out.npy` matches `expected.npy` within 1e-4, with any group count, from the same
-    //! `.vmfb`. From Rust, [`iree::IreeTools`](crate::graph::iree::IreeTools) does the same.
+    //! `.vmfb`. From Rust, `graph::iree::IreeTools` (feature `std`) does the same.
 }
