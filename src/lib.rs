@@ -35,6 +35,14 @@
 //! outlives the call, every write happens-before its return, and the first failure is
 //! re-raised after every sibling has finished or was skipped.
 //!
+//! ## The compile lane
+//!
+//! [`graph`] builds a graph with schedule hints, validates them
+//! ([`ScheduleAnnotationPass`](graph::ScheduleAnnotationPass)), exports StableHLO that IREE
+//! compiles and runs on any number of cores, and executes the graph eagerly under a context's
+//! schedule. Read [Algorithm and schedule](graph::guide::algorithm_and_schedule) (who decides
+//! what) and [Getting started](graph::guide::getting_started).
+//!
 //! ## Features
 //!
 //! | feature    | adds |
