@@ -212,6 +212,25 @@ fn iree_runs_masked_attention_with_a_fully_masked_row() {
 }
 
 #[test]
+fn iree_runs_a_per_head_mask_broadcast_over_queries() {
+    // [1, H, 1, Sk]: split like Q into [1, nKV, nRep, 1, Sk], then broadcast over b and Sq.
+    let g = attention(
+        [2, 8, 3, 8],
+        [2, 2, 5, 8],
+        Some(vec![1, 8, 1, 5]),
+        SdpaOptions::default(),
+        None,
+    );
+    let mut inputs = random_inputs(&g);
+    for (i, x) in inputs[3].1.data_mut().iter_mut().enumerate() {
+        if i % 4 == 3 {
+            *x = f32::NEG_INFINITY;
+        }
+    }
+    round_trip("per_head_mask", g, inputs, false);
+}
+
+#[test]
 fn iree_runs_an_attention_block_with_matmul_projections() {
     let (s, d, heads, kv_heads, hd) = (6, 32, 8, 2, 4);
     let mut b = GraphBuilder::new();
