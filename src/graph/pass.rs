@@ -264,16 +264,16 @@ impl ScheduleAnnotationPass {
     pub fn run(&self, graph: &mut Graph) -> Vec<Diagnostic> {
         let mut diagnostics = Vec::new();
         for node in &mut graph.nodes {
-            let kind = node.op.kind();
-            if kind == OpKind::Input {
+            let op = node.op.kind();
+            if op == OpKind::Input {
                 continue;
             }
-            let class = kind.schedule_class();
-            let mut report = |kind_: DiagnosticKind| {
+            let class = op.schedule_class();
+            let mut report = |kind: DiagnosticKind| {
                 diagnostics.push(Diagnostic {
                     node: node.id.clone(),
-                    op: kind,
-                    kind: kind_,
+                    op,
+                    kind,
                 })
             };
             let stamped = match (&node.requested, class) {
