@@ -130,7 +130,14 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
 
 /// How many rounds a waiter polls before it blocks: a few microseconds under std, none inside
 /// a loom model (where a spin would only multiply the interleavings to explore).
-pub(crate) const SPIN_ROUNDS: u32 = if cfg!(feature = "loom") { 0 } else { 128 };
+#[inline]
+pub(crate) fn spin_rounds() -> u32 {
+    if cfg!(feature = "loom") {
+        0
+    } else {
+        128
+    }
+}
 
 /// One round of a poll loop: a CPU hint under std; a yield to the scheduler under loom.
 #[inline]

@@ -1,6 +1,6 @@
 //! The latch a region's caller waits on: a count of chunks that have not ended yet.
 
-use crate::sync::{spin_round, wait, AtomicUsize, Condvar, Mutex, Ordering, SPIN_ROUNDS};
+use crate::sync::{spin_round, spin_rounds, wait, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// Counts down to zero as chunks end (run, failed or skipped); the caller waits for zero.
 ///
@@ -51,7 +51,7 @@ impl CountLatch {
 
     /// Returns once every chunk has ended: polls briefly, then blocks.
     pub(crate) fn wait(&self) {
-        for _ in 0..SPIN_ROUNDS {
+        for _ in 0..spin_rounds() {
             if self.is_open() {
                 return;
             }

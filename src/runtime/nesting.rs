@@ -7,6 +7,13 @@
 
 use core::cell::Cell;
 
+#[cfg(not(feature = "loom"))]
+crate::sync::thread_local! {
+    static IN_REGION: Cell<bool> = const { Cell::new(false) };
+}
+
+// loom's `thread_local!` takes no `const` initialiser.
+#[cfg(feature = "loom")]
 crate::sync::thread_local! {
     static IN_REGION: Cell<bool> = Cell::new(false);
 }

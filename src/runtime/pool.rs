@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use super::error::ScheduleError;
 use super::region::Region;
 use crate::sync::{
-    spin_round, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc, SPIN_ROUNDS,
+    spin_round, spin_rounds, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
 };
 
 /// Something a worker runs.
@@ -115,7 +115,7 @@ impl PoolShared {
 
     /// The next job for a worker, or `None` once the pool shuts down.
     fn next_job(&self) -> Option<Job> {
-        for _ in 0..SPIN_ROUNDS {
+        for _ in 0..spin_rounds() {
             if self.queued.load(Ordering::Relaxed) > 0 {
                 break;
             }

@@ -18,8 +18,8 @@ fn visits(schedule: &dyn Schedule, n: usize, grain: usize) -> (Vec<usize>, usize
     let calls = AtomicUsize::new(0);
     schedule.for_range(n, grain, &|start, end| {
         calls.fetch_add(1, Ordering::Relaxed);
-        for i in start..end {
-            seen[i].fetch_add(1, Ordering::Relaxed);
+        for slot in &seen[start..end] {
+            slot.fetch_add(1, Ordering::Relaxed);
         }
     });
     (
