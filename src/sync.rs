@@ -128,24 +128,39 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How many rounds a waiter polls before it blocks: a few microseconds under std, none inside
-/// a loom model (where a spin would only multiply the interleavings to explore).
+/// How many rounds a waiter polls before it blocks: under std, a short spin and then a few
+/// dozen yields (tens of microseconds, like rayon's workers before they sleep), so that back-to
+/// -back regions find their helpers awake; none inside a loom model, where polling would only
+/// multiply the interleavings to explore.
 #[inline]
 pub(crate) fn spin_rounds() -> u32 {
     if cfg!(feature = "loom") {
         0
     } else {
-        128
+        SPINS + YIELDS
     }
 }
 
-/// One round of a poll loop: a CPU hint under std; a yield to the scheduler under loom.
+const SPINS: u32 = 64;
+const YIELDS: u32 = 32;
+
+/// Round `round` of a poll loop: a CPU hint for the first rounds, then a yield to the OS
+/// scheduler (so a poller on a busy machine gives its core to the thread it waits for).
 #[inline]
-pub(crate) fn spin_round() {
+pub(crate) fn spin_round(round: u32) {
     #[cfg(feature = "loom")]
-    loom::thread::yield_now();
+    {
+        let _ = round;
+        loom::thread::yield_now();
+    }
     #[cfg(not(feature = "loom"))]
-    core::hint::spin_loop();
+    {
+        if round < SPINS {
+            core::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// A process-wide value initialised once (std only; loom models build their pools locally).

@@ -51,11 +51,11 @@ impl CountLatch {
 
     /// Returns once every chunk has ended: polls briefly, then blocks.
     pub(crate) fn wait(&self) {
-        for _ in 0..spin_rounds() {
+        for round in 0..spin_rounds() {
             if self.is_open() {
                 return;
             }
-            spin_round();
+            spin_round(round);
         }
         let mut sleeping = self.sleeper.lock();
         // Re-checked under the lock: the finisher decrements before it locks, so either we see

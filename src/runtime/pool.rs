@@ -115,11 +115,11 @@ impl PoolShared {
 
     /// The next job for a worker, or `None` once the pool shuts down.
     fn next_job(&self) -> Option<Job> {
-        for _ in 0..spin_rounds() {
+        for round in 0..spin_rounds() {
             if self.queued.load(Ordering::Relaxed) > 0 {
                 break;
             }
-            spin_round();
+            spin_round(round);
         }
         let mut queue = self.queue.lock();
         loop {
