@@ -1,14 +1,19 @@
 //! The attention of one (batch, head) unit, in a fixed order.
 //!
-//! Per query row `i`: the scores of the keys it may see (`j < visible(i)`; the causal mask is
-//! honoured by not computing hidden keys at all), each `dot(q_i, k_j) · scale + mask[i, j]`
-//! computed four keys at a time by [`dot4`]; a two-pass softmax (exact lane max, then
-//! `exp(s - max)` and a lane sum); then `Σ_j p_j · v_j` accumulated in increasing `j` by
-//! [`accumulate_rows`] and divided by the sum. Nothing here depends on which other units share
-//! a task, so every schedule gets the same bits.
+//! Query rows go in blocks of [`ROWS`] so each key loaded serves four rows. Per row `i`: the
+//! scores of the keys it may see (`j < visible(i)`: keys hidden by the causal mask are never
+//! computed), `dot(q_i, k_j) · scale + mask[i, j]` with the dot product in the lane order of
+//! [`dots`]; a two-pass softmax (exact max, then `exp(s - max)` and a lane [`sum`]); then
+//! `Σ_j p_j · v_j` accumulated in increasing `j` by [`accumulate_rows`] and divided by the
+//! sum. A row's arithmetic depends on nothing but its own inputs — not on the block it falls in,
+//! not on which other units share a task — so every schedule and every backend gets the same
+//! bits.
 
 use super::exp::exp;
-use super::lanes::{accumulate_rows, dot, dot4, max, sum};
+use super::lanes::{accumulate_block, accumulate_rows, dots, max, sum, Simd};
+
+/// Query rows that share each key load.
+pub(crate) const ROWS: usize = 4;
 
 /// One (batch, head) unit's operands, already resolved from the tensors (GQA by index).
 #[derive(Clone, Copy)]
@@ -29,48 +34,119 @@ pub(crate) struct Head<'a> {
     pub causal: bool,
 }
 
-/// Writes the unit's `[sq, hd]` output into `out`; `scores` is scratch of at least `sk`.
-#[inline(always)]
-pub(crate) fn attend_head(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-    let hd = h.hd;
-    for i in 0..h.sq {
-        // Bottom-right aligned: row i sees keys j <= i + sk - sq (validated: sq <= sk).
-        let visible = if h.causal { i + 1 + h.sk - h.sq } else { h.sk };
-        let s = &mut scores[..visible];
-        let qi = &h.q[i * hd..(i + 1) * hd];
-        let mut j = 0;
-        while j + 4 <= visible {
-            let d = dot4(qi, &h.k[j * hd..], hd);
-            s[j] = d[0] * h.scale;
-            s[j + 1] = d[1] * h.scale;
-            s[j + 2] = d[2] * h.scale;
-            s[j + 3] = d[3] * h.scale;
-            j += 4;
-        }
-        while j < visible {
-            s[j] = dot(qi, &h.k[j * hd..]) * h.scale;
-            j += 1;
-        }
-        if let Some((mask, row_stride)) = h.mask {
-            let m = &mask[i * row_stride..i * row_stride + visible];
-            for (x, &a) in s.iter_mut().zip(m) {
-                *x += a;
-            }
-        }
-        let o = &mut out[i * hd..(i + 1) * hd];
-        o.fill(0.0);
-        let top = max(s);
-        if top == f32::NEG_INFINITY {
-            // Every key hidden (or none at all): zeros, never 0/0.
-            continue;
-        }
-        for x in s.iter_mut() {
-            *x = exp(*x - top);
-        }
-        let total = sum(s);
-        accumulate_rows(o, s, h.v, hd);
-        for x in o.iter_mut() {
-            *x /= total;
+impl Head<'_> {
+    /// How many keys row `i` sees: bottom-right aligned when causal (`j <= i + sk - sq`;
+    /// validated `sq <= sk`), all of them otherwise.
+    #[inline(always)]
+    fn visible(&self, i: usize) -> usize {
+        if self.causal {
+            i + 1 + self.sk - self.sq
+        } else {
+            self.sk
         }
     }
+}
+
+/// Scratch [`attend_head`] needs: `ROWS · sk` scores.
+pub(crate) fn scratch_len(sk: usize) -> usize {
+    ROWS * sk
+}
+
+/// Writes the unit's `[sq, hd]` output into `out`; `scores` is scratch of [`scratch_len`].
+#[inline(always)]
+pub(crate) fn attend_head<S: Simd>(s: S, h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+    let (hd, sk) = (h.hd, h.sk);
+    let mut i0 = 0;
+    while i0 < h.sq {
+        let rows = ROWS.min(h.sq - i0);
+        if rows == ROWS {
+            // Four rows share every key load; the last row of the block sees the most keys,
+            // and the scores the others do not see are never read.
+            let q = &h.q[i0 * hd..(i0 + ROWS) * hd];
+            let seen = h.visible(i0 + ROWS - 1);
+            let mut j = 0;
+            while j + 2 <= seen {
+                let d = dots::<S, ROWS, 2>(s, q, &h.k[j * hd..], hd);
+                for (r, dr) in d.iter().enumerate() {
+                    scores[r * sk + j] = dr[0];
+                    scores[r * sk + j + 1] = dr[1];
+                }
+                j += 2;
+            }
+            if j < seen {
+                let d = dots::<S, ROWS, 1>(s, q, &h.k[j * hd..], hd);
+                for (r, dr) in d.iter().enumerate() {
+                    scores[r * sk + j] = dr[0];
+                }
+            }
+        } else {
+            for r in 0..rows {
+                let q = &h.q[(i0 + r) * hd..(i0 + r + 1) * hd];
+                let seen = h.visible(i0 + r);
+                let row = &mut scores[r * sk..(r + 1) * sk];
+                let mut j = 0;
+                while j + 4 <= seen {
+                    let d = dots::<S, 1, 4>(s, q, &h.k[j * hd..], hd);
+                    row[j..j + 4].copy_from_slice(&d[0]);
+                    j += 4;
+                }
+                while j < seen {
+                    row[j] = dots::<S, 1, 1>(s, q, &h.k[j * hd..], hd)[0][0];
+                    j += 1;
+                }
+            }
+        }
+        let mut totals = [0.0f32; ROWS];
+        let mut counts = [0usize; ROWS];
+        for r in 0..rows {
+            let i = i0 + r;
+            let row = &mut scores[r * sk..r * sk + h.visible(i)];
+            (totals[r], counts[r]) = softmax_row(s, h, i, row);
+        }
+        let block = &mut out[i0 * hd..(i0 + rows) * hd];
+        block.fill(0.0);
+        // The keys every row of the block weighs share their loads; the rest go row by row.
+        let shared = if rows == ROWS {
+            let shared = counts.iter().copied().min().unwrap_or(0);
+            accumulate_block::<S, ROWS>(s, block, scores, sk, shared, h.v, hd);
+            shared
+        } else {
+            0
+        };
+        for (r, o) in block.chunks_exact_mut(hd.max(1)).enumerate().take(rows) {
+            if counts[r] > 0 {
+                let w = &scores[r * sk + shared..r * sk + counts[r]];
+                accumulate_rows(o, w, &h.v[shared * hd..], hd);
+                for x in o.iter_mut() {
+                    *x /= totals[r];
+                }
+            }
+        }
+        i0 += rows;
+    }
+}
+
+/// Scales and masks row `i`'s raw dot products in `row` (one per visible key) and turns them
+/// into unnormalised weights `exp(s - max)`. Returns their lane sum and how many keys carry
+/// weight: all visible ones, or none when every score is `-inf` (the row's output is zeros).
+#[inline(always)]
+fn softmax_row<S: Simd>(s: S, h: &Head<'_>, i: usize, row: &mut [f32]) -> (f32, usize) {
+    for x in row.iter_mut() {
+        *x *= h.scale;
+    }
+    if let Some((mask, row_stride)) = h.mask {
+        let m = &mask[i * row_stride..i * row_stride + row.len()];
+        for (x, &a) in row.iter_mut().zip(m) {
+            *x += a;
+        }
+    }
+    let top = max(row);
+    if top == f32::NEG_INFINITY {
+        // Every key hidden (or none at all): zeros, never 0/0.
+        return (0.0, 0);
+    }
+    for x in row.iter_mut() {
+        *x = exp(*x - top);
+    }
+    (sum(s, row), row.len())
 }

@@ -3,7 +3,7 @@
 use alloc::vec;
 
 use super::chunks::parallel_chunks;
-use super::variants::{selected_kernels, CpuKernels};
+use super::config::KernelConfig;
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::tensor::Tensor;
@@ -123,7 +123,14 @@ pub fn conv2d(
     options: &Conv2dOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    conv2d_with(&selected_kernels(), input, weight, bias, options, schedule)
+    conv2d_with(
+        &KernelConfig::selected(),
+        input,
+        weight,
+        bias,
+        options,
+        schedule,
+    )
 }
 
 fn rank4(operand: &'static str, t: &Tensor) -> Result<[usize; 4], KernelError> {
@@ -138,13 +145,13 @@ fn rank4(operand: &'static str, t: &Tensor) -> Result<[usize; 4], KernelError> {
     }
 }
 
-/// [`conv2d`] on a given kernel variant instead of the selected one.
+/// [`conv2d`] with a given [`KernelConfig`] (variant, work threshold).
 ///
 /// # Errors
 ///
 /// As [`conv2d`].
 pub fn conv2d_with(
-    kernels: &CpuKernels,
+    config: &KernelConfig,
     input: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
@@ -192,7 +199,7 @@ pub fn conv2d_with(
     let mut out = vec![0.0f32; n * o * plane];
     let taps = c * kh * kw;
     let work = (n * o * plane) as u64 * taps as u64;
-    let kernel = kernels.conv_plane;
+    let kernel = config.kernels().conv_plane;
     let (id, wd) = (input.data(), weight.data());
     let bias = bias.map(Tensor::data);
     parallel_chunks(
@@ -201,7 +208,7 @@ pub fn conv2d_with(
         &mut out,
         plane,
         work,
-        CONV2D_PARALLEL_MIN_WORK,
+        config.threshold(CONV2D_PARALLEL_MIN_WORK),
         &|units, chunk| {
             for (unit, out_plane) in units.zip(chunk.chunks_exact_mut(plane)) {
                 let (bi, oc) = (unit / o, unit % o);

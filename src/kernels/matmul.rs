@@ -3,7 +3,7 @@
 use alloc::vec;
 
 use super::chunks::parallel_chunks;
-use super::variants::{selected_kernels, CpuKernels};
+use super::config::KernelConfig;
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::tensor::Tensor;
@@ -33,16 +33,16 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 /// [`KernelError::Rank`] when `a` has rank below 2 or `b` is not rank 2;
 /// [`KernelError::MatmulInnerMismatch`] when `a`'s last dimension differs from `b`'s first.
 pub fn matmul(a: &Tensor, b: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
-    matmul_with(&selected_kernels(), a, b, schedule)
+    matmul_with(&KernelConfig::selected(), a, b, schedule)
 }
 
-/// [`matmul`] on a given kernel variant instead of the selected one.
+/// [`matmul`] with a given [`KernelConfig`] (variant, work threshold).
 ///
 /// # Errors
 ///
 /// As [`matmul`].
 pub fn matmul_with(
-    kernels: &CpuKernels,
+    config: &KernelConfig,
     a: &Tensor,
     b: &Tensor,
     schedule: &dyn Schedule,
@@ -75,7 +75,7 @@ pub fn matmul_with(
     let mut out_shape = a_shape.to_vec();
     *out_shape.last_mut().expect("rank >= 2") = n;
     let mut out = vec![0.0f32; rows * n];
-    let rows_kernel = kernels.matmul_rows;
+    let rows_kernel = config.kernels().matmul_rows;
     let (ad, bd) = (a.data(), b.data());
     parallel_chunks(
         "matmul",
@@ -83,7 +83,7 @@ pub fn matmul_with(
         &mut out,
         n,
         (rows * k) as u64 * n as u64,
-        MATMUL_PARALLEL_MIN_WORK,
+        config.threshold(MATMUL_PARALLEL_MIN_WORK),
         &|units, chunk| {
             rows_kernel(&ad[units.start * k..units.end * k], bd, k, n, chunk);
         },

@@ -15,6 +15,7 @@
 
 mod attend;
 pub mod chunks;
+mod config;
 pub mod conv;
 pub mod error;
 mod exp;
@@ -25,6 +26,7 @@ pub mod sdpa;
 mod variants;
 
 pub use chunks::parallel_chunks;
+pub use config::KernelConfig;
 pub use conv::{conv2d, conv2d_with, Conv2dOptions, CONV2D_PARALLEL_MIN_WORK};
 pub use error::KernelError;
 pub use exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};

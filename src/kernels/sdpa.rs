@@ -2,9 +2,9 @@
 
 use alloc::vec;
 
-use super::attend::Head;
+use super::attend::{scratch_len, Head};
 use super::chunks::parallel_chunks;
-use super::variants::{selected_kernels, CpuKernels};
+use super::config::KernelConfig;
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::tensor::Tensor;
@@ -70,17 +70,17 @@ pub fn scaled_dot_product_attention(
     options: &SdpaOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    scaled_dot_product_attention_with(&selected_kernels(), q, k, v, mask, options, schedule)
+    scaled_dot_product_attention_with(&KernelConfig::selected(), q, k, v, mask, options, schedule)
 }
 
-/// [`scaled_dot_product_attention`] on a given kernel variant instead of the selected one
-/// (every variant gives the same bits; this is how that is tested).
+/// [`scaled_dot_product_attention`] with a given [`KernelConfig`]: another compiled variant
+/// (every variant gives the same bits; this is how that is tested) or another work threshold.
 ///
 /// # Errors
 ///
 /// As [`scaled_dot_product_attention`].
 pub fn scaled_dot_product_attention_with(
-    kernels: &CpuKernels,
+    config: &KernelConfig,
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
@@ -104,7 +104,7 @@ pub fn scaled_dot_product_attention_with(
     let group = heads / kv_heads.max(1);
     let mut out = vec![0.0f32; b * heads * sq * hd];
     let work = 2 * (b * heads) as u64 * (sq * sk * hd) as u64;
-    let attend = kernels.attend;
+    let attend = config.kernels().attend;
     let (qd, kd, vd) = (q.data(), k.data(), v.data());
     parallel_chunks(
         "sdpa",
@@ -112,9 +112,9 @@ pub fn scaled_dot_product_attention_with(
         &mut out,
         sq * hd,
         work,
-        SDPA_PARALLEL_MIN_WORK,
+        config.threshold(SDPA_PARALLEL_MIN_WORK),
         &|units, chunk| {
-            let mut scores = vec![0.0f32; sk];
+            let mut scores = vec![0.0f32; scratch_len(sk)];
             for (unit, o) in units.zip(chunk.chunks_exact_mut(sq * hd)) {
                 let (bi, h) = (unit / heads, unit % heads);
                 let kv_unit = bi * kv_heads + h / group;

@@ -1,16 +1,16 @@
 //! The inner loops, compiled more than once, chosen at run time through a [`KernelRegistry`].
 //!
-//! Every variant is the *same* portable source ([`attend_head`], the matmul rows, the conv
-//! plane) compiled for a different instruction set: the portable one for the build's baseline
-//! target, and — on x86/x86_64 with `std` — one with AVX2 enabled, registered with a higher
-//! priority and available when the CPU reports AVX2. Since the source never fuses `a*b+c` and
-//! fixes its lane structure, every variant returns the same bits; only the speed differs.
-//! The ops look the variant up on every call ([`selected_kernels`]), so the registry really
-//! decides what runs.
+//! Every variant runs the *same* generic source (the attention unit, the matmul rows, the conv
+//! plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
+//! (x86_64's baseline vectors, priority 5) and `avx2` (x86_64 with `std`, priority 10,
+//! available when the CPU reports AVX2). The backends implement the same lane-wise IEEE
+//! primitives and the same fixed fold (see `lanes.rs`), so every variant returns the same bits;
+//! only the speed differs. Each call looks its variant up ([`selected_kernels`]), so the
+//! registry really decides what runs.
 
 use super::attend::{attend_head, Head};
 use super::conv::{conv_plane, ConvPlane};
-use super::lanes::accumulate_rows;
+use super::lanes::{accumulate_rows, Scalar};
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
@@ -70,7 +70,7 @@ fn always() -> bool {
 }
 
 fn portable_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-    attend_head(h, out, scores);
+    attend_head(Scalar, h, out, scores);
 }
 
 fn portable_matmul_rows(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
@@ -82,7 +82,8 @@ fn portable_conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
 }
 
 impl CpuKernels {
-    /// The variant compiled for the build's baseline target; available everywhere.
+    /// The plain-Rust variant (the reference every other variant is bit-identical to);
+    /// available everywhere.
     pub fn portable() -> Self {
         Self {
             name: "portable",
@@ -95,75 +96,101 @@ impl CpuKernels {
     }
 }
 
-#[cfg(all(feature = "std", any(target_arch = "x86", target_arch = "x86_64")))]
+#[cfg(target_arch = "x86_64")]
 mod x86 {
-    //! The portable source compiled with AVX2. Each entry point re-checks the CPU (a cached
-    //! atomic load) and falls back to the portable code, so calling one is always sound.
+    //! The vector backends of x86_64. SSE2 is part of the baseline; the AVX2 entry points
+    //! compile the same source with AVX2 enabled and run it only with a detected [`Avx2`]
+    //! token, falling back to SSE2 otherwise, so calling one is always sound.
     use super::*;
+    use crate::kernels::lanes::Sse2;
 
-    fn has_avx2() -> bool {
-        std::is_x86_feature_detected!("avx2")
+    fn sse2_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+        attend_head(Sse2, h, out, scores);
     }
 
-    #[target_feature(enable = "avx2")]
-    unsafe fn attend_avx2(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-        attend_head(h, out, scores);
-    }
-
-    #[target_feature(enable = "avx2")]
-    unsafe fn matmul_rows_avx2(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-        matmul_rows(a, b, k, n, out);
-    }
-
-    #[target_feature(enable = "avx2")]
-    unsafe fn conv_plane_avx2(p: &ConvPlane<'_>, out: &mut [f32]) {
-        conv_plane(p, out);
-    }
-
-    fn attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-        if has_avx2() {
-            // SAFETY: the CPU supports AVX2 (checked just above), the one requirement of a
-            // `target_feature(enable = "avx2")` function; its body is safe code.
-            unsafe { attend_avx2(h, out, scores) }
-        } else {
-            attend_head(h, out, scores);
+    pub(super) fn sse2() -> CpuKernels {
+        CpuKernels {
+            name: "sse2",
+            priority: 5,
+            available: always,
+            attend: sse2_attend,
+            matmul_rows: portable_matmul_rows,
+            conv_plane: portable_conv_plane,
         }
     }
 
-    fn matmul(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-        if has_avx2() {
-            // SAFETY: AVX2 is present (checked just above); the body is safe code.
-            unsafe { matmul_rows_avx2(a, b, k, n, out) }
-        } else {
+    #[cfg(feature = "std")]
+    mod avx2 {
+        use super::*;
+        use crate::kernels::lanes::Avx2;
+
+        fn has_avx2() -> bool {
+            Avx2::detect().is_some()
+        }
+
+        #[target_feature(enable = "avx2")]
+        unsafe fn attend_avx2(s: Avx2, h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+            attend_head(s, h, out, scores);
+        }
+
+        #[target_feature(enable = "avx2")]
+        unsafe fn matmul_rows_avx2(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
             matmul_rows(a, b, k, n, out);
         }
-    }
 
-    fn conv(p: &ConvPlane<'_>, out: &mut [f32]) {
-        if has_avx2() {
-            // SAFETY: AVX2 is present (checked just above); the body is safe code.
-            unsafe { conv_plane_avx2(p, out) }
-        } else {
+        #[target_feature(enable = "avx2")]
+        unsafe fn conv_plane_avx2(p: &ConvPlane<'_>, out: &mut [f32]) {
             conv_plane(p, out);
         }
-    }
 
-    pub(super) fn avx2() -> CpuKernels {
-        CpuKernels {
-            name: "avx2",
-            priority: 10,
-            available: has_avx2,
-            attend,
-            matmul_rows: matmul,
-            conv_plane: conv,
+        fn attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 — the one requirement of
+                // a `target_feature(enable = "avx2")` function; its body is safe code.
+                Some(s) => unsafe { attend_avx2(s, h, out, scores) },
+                None => sse2_attend(h, out, scores),
+            }
+        }
+
+        fn matmul(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
+            if has_avx2() {
+                // SAFETY: AVX2 is present (checked just above); the body is safe code.
+                unsafe { matmul_rows_avx2(a, b, k, n, out) }
+            } else {
+                matmul_rows(a, b, k, n, out);
+            }
+        }
+
+        fn conv(p: &ConvPlane<'_>, out: &mut [f32]) {
+            if has_avx2() {
+                // SAFETY: AVX2 is present (checked just above); the body is safe code.
+                unsafe { conv_plane_avx2(p, out) }
+            } else {
+                conv_plane(p, out);
+            }
+        }
+
+        pub(in crate::kernels::variants) fn avx2() -> CpuKernels {
+            CpuKernels {
+                name: "avx2",
+                priority: 10,
+                available: has_avx2,
+                attend,
+                matmul_rows: matmul,
+                conv_plane: conv,
+            }
         }
     }
+
+    #[cfg(feature = "std")]
+    pub(super) use avx2::avx2;
 }
 
 static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 
 /// The registry of CPU kernel variants, filled on first use with `portable` (priority 0) and,
-/// on x86/x86_64 with `std`, `avx2` (priority 10, available when the CPU has AVX2).
+/// on x86_64, `sse2` (priority 5) and, with `std`, `avx2` (priority 10, available when the CPU
+/// has AVX2).
 ///
 /// ```
 /// use skainet_schedule::kernels::cpu_kernels;
@@ -174,7 +201,9 @@ pub fn cpu_kernels() -> &'static KernelRegistry<CpuKernels> {
     REGISTRY.call_once(|| {
         let registry = KernelRegistry::new();
         registry.register(Arc::new(CpuKernels::portable()));
-        #[cfg(all(feature = "std", any(target_arch = "x86", target_arch = "x86_64")))]
+        #[cfg(target_arch = "x86_64")]
+        registry.register(Arc::new(x86::sse2()));
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
         registry.register(Arc::new(x86::avx2()));
         registry
     })

@@ -1,0 +1,135 @@
+//! The seed's attention grid: heads {8, 32} × Sk {128, 1024, 4096} × Sq {1, 64}, b = 1, hd = 64,
+//! causal — the fast kernel under `Sequential`, `hardware()` (feature `parallel`) and
+//! `RayonSchedule` (feature `rayon`), against a plain scalar kernel in the seed's loop order.
+//!
+//! `cargo bench --features parallel,rayon --bench sdpa_schedule [-- FILTER]`; ids read
+//! `sdpa/h{heads}_sk{Sk}_sq{Sq}/{scalar,sequential,hardware,rayon}`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use skainet_schedule::kernels::{scaled_dot_product_attention, SdpaOptions};
+use skainet_schedule::tensor::Tensor;
+use skainet_schedule::{Schedule, Sequential};
+
+const HD: usize = 64;
+
+/// Deterministic inputs in [-1, 1] (a 32-bit LCG; no dependency).
+fn tensor(shape: Vec<usize>, seed: u32) -> Tensor {
+    let mut state = seed.wrapping_mul(747_796_405).wrapping_add(2_891_336_453);
+    Tensor::from_fn(shape, |_| {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    })
+    .expect("bench shapes are small")
+}
+
+/// The baseline: the seed's scalar loop, one element at a time — `q·k` dot products, a softmax
+/// with libm's `expf`, then each output element as a sum over the keys.
+fn scalar_sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool) -> Vec<f32> {
+    let [b, heads, sq, hd] = *q.shape() else {
+        unreachable!()
+    };
+    let [_, kv_heads, sk, _] = *k.shape() else {
+        unreachable!()
+    };
+    let (q, k, v) = (q.data(), k.data(), v.data());
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut out = vec![0.0f32; b * heads * sq * hd];
+    let mut scores = vec![0.0f32; sk];
+    for bi in 0..b {
+        for h in 0..heads {
+            let kvh = h / (heads / kv_heads);
+            let qb = ((bi * heads + h) * sq) * hd;
+            let kb = ((bi * kv_heads + kvh) * sk) * hd;
+            for i in 0..sq {
+                let mut max = f32::NEG_INFINITY;
+                for j in 0..sk {
+                    let mut dot = 0.0f32;
+                    for d in 0..hd {
+                        dot += q[qb + i * hd + d] * k[kb + j * hd + d];
+                    }
+                    let mut s = dot * scale;
+                    if causal && j > i + sk - sq {
+                        s = f32::NEG_INFINITY;
+                    }
+                    scores[j] = s;
+                    if s > max {
+                        max = s;
+                    }
+                }
+                let mut sum = 0.0f32;
+                for s in scores.iter_mut() {
+                    *s = libm::expf(*s - max);
+                    sum += *s;
+                }
+                for d in 0..hd {
+                    let mut acc = 0.0f32;
+                    for j in 0..sk {
+                        acc += scores[j] * v[kb + j * hd + d];
+                    }
+                    out[qb + i * hd + d] = acc / sum;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn schedules() -> Vec<(&'static str, Box<dyn Schedule>)> {
+    #[allow(unused_mut)]
+    let mut list: Vec<(&'static str, Box<dyn Schedule>)> = vec![("sequential", Box::new(Sequential))];
+    #[cfg(feature = "parallel")]
+    list.push(("hardware", Box::new(skainet_schedule::runtime::hardware())));
+    #[cfg(feature = "rayon")]
+    list.push((
+        "rayon",
+        Box::new(skainet_schedule::runtime::RayonSchedule::global()),
+    ));
+    list
+}
+
+fn bench_grid(c: &mut Criterion) {
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let schedules = schedules();
+    for heads in [8usize, 32] {
+        for sk in [128usize, 1024, 4096] {
+            for sq in [1usize, 64] {
+                let q = tensor(vec![1, heads, sq, HD], 1);
+                let k = tensor(vec![1, heads, sk, HD], 2);
+                let v = tensor(vec![1, heads, sk, HD], 3);
+                let mut group = c.benchmark_group(format!("sdpa/h{heads}_sk{sk}_sq{sq}"));
+                group
+                    .sample_size(10)
+                    .warm_up_time(Duration::from_millis(300))
+                    .measurement_time(Duration::from_secs(1));
+                group.bench_function("scalar", |bench| {
+                    bench.iter(|| scalar_sdpa(black_box(&q), black_box(&k), black_box(&v), true))
+                });
+                for (name, schedule) in &schedules {
+                    group.bench_function(*name, |bench| {
+                        bench.iter(|| {
+                            scaled_dot_product_attention(
+                                black_box(&q),
+                                black_box(&k),
+                                black_box(&v),
+                                None,
+                                &options,
+                                schedule.as_ref(),
+                            )
+                            .expect("valid shapes")
+                        })
+                    });
+                }
+                group.finish();
+            }
+        }
+    }
+}
+
+criterion_group!(benches, bench_grid);
+criterion_main!(benches);

@@ -1,0 +1,508 @@
+#![cfg(not(feature = "loom"))]
+//! Scaled dot-product attention (SPEC §5): bit parity under every schedule, grouped K/V equal
+//! to tiled K/V, f64 numerics, fully masked rows, one error per invalid input class, tracing.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{
+    all_schedules, max_abs_diff, reference_sdpa, sparse_mask, tile_heads, uniform, Order,
+    OutOfOrder,
+};
+use skainet_schedule::kernels::{
+    cpu_kernels, scaled_dot_product_attention as sdpa, scaled_dot_product_attention_with,
+    KernelConfig, KernelError, SdpaOptions,
+};
+use skainet_schedule::registry::KernelProvider;
+use skainet_schedule::tensor::Tensor;
+use skainet_schedule::{CollectingSink, Sequential, TraceEvent};
+
+fn opts(causal: bool, scale: Option<f32>) -> SdpaOptions {
+    SdpaOptions { scale, causal }
+}
+
+/// Always opens a region, so small test shapes really split across tasks.
+fn forking() -> KernelConfig {
+    KernelConfig::selected().with_min_parallel_work(0)
+}
+
+#[test]
+fn parity_grid_is_bit_identical_to_sequential_under_every_schedule() {
+    let schedules = all_schedules();
+    let (b, heads) = (2, 8);
+    let mut checked = 0;
+    for hd in [16, 32, 64, 80] {
+        for (sq, sk) in [(1, 1), (1, 128), (8, 64), (16, 16), (7, 65), (64, 64)] {
+            let q = uniform(&[b, heads, sq, hd], 1);
+            let k = uniform(&[b, heads, sk, hd], 2);
+            let v = uniform(&[b, heads, sk, hd], 3);
+            let mask = sparse_mask(&[b, 1, sq, sk], 4, 5);
+            for causal in [false, true] {
+                for with_mask in [false, true] {
+                    for scale in [None, Some(0.25)] {
+                        let o = opts(causal, scale);
+                        let m = with_mask.then_some(&mask);
+                        let expected = sdpa(&q, &k, &v, m, &o, &Sequential).unwrap().to_bits();
+                        for s in &schedules {
+                            let got = scaled_dot_product_attention_with(
+                                &forking(),
+                                &q,
+                                &k,
+                                &v,
+                                m,
+                                &o,
+                                s.as_ref(),
+                            )
+                            .unwrap();
+                            assert_eq!(
+                                got.to_bits(),
+                                expected,
+                                "{} hd={hd} sq={sq} sk={sk} causal={causal} mask={with_mask} scale={scale:?}",
+                                s.name()
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 6 * 8 * schedules.len());
+}
+
+#[test]
+fn default_threshold_results_equal_forced_regions() {
+    let q = uniform(&[2, 8, 64, 64], 1);
+    let k = uniform(&[2, 8, 128, 64], 2);
+    let v = uniform(&[2, 8, 128, 64], 3);
+    let o = opts(true, None);
+    let inline = sdpa(&q, &k, &v, None, &o, &Sequential).unwrap();
+    for s in all_schedules() {
+        assert_eq!(
+            sdpa(&q, &k, &v, None, &o, s.as_ref()).unwrap().to_bits(),
+            inline.to_bits(),
+            "{}",
+            s.name()
+        );
+    }
+}
+
+#[test]
+fn grouped_kv_equals_tiled_kv_bit_for_bit() {
+    let schedule = OutOfOrder::new(3, Order::Shuffled(99));
+    for (heads, kv_heads) in [(8, 2), (6, 3), (4, 1), (4, 4)] {
+        let (b, sq, sk, hd) = (2, 7, 33, 24);
+        let q = uniform(&[b, heads, sq, hd], 11);
+        let k = uniform(&[b, kv_heads, sk, hd], 12);
+        let v = uniform(&[b, kv_heads, sk, hd], 13);
+        let mask = sparse_mask(&[b, heads, sq, sk], 14, 6);
+        let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
+        for causal in [false, true] {
+            for m in [None, Some(&mask)] {
+                let o = opts(causal, None);
+                let grouped =
+                    scaled_dot_product_attention_with(&forking(), &q, &k, &v, m, &o, &schedule)
+                        .unwrap();
+                let tiled = sdpa(&q, &kt, &vt, m, &o, &Sequential).unwrap();
+                assert_eq!(grouped.shape(), [b, heads, sq, hd]);
+                assert_eq!(
+                    grouped.to_bits(),
+                    tiled.to_bits(),
+                    "H={heads} nKV={kv_heads} causal={causal} mask={}",
+                    m.is_some()
+                );
+            }
+        }
+    }
+}
+
+/// (b, H, nKV, Sq, Sk, hd, causal, mask shape)
+type Case = (
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    bool,
+    Option<Vec<usize>>,
+);
+
+#[test]
+fn matches_the_f64_reference_within_1e_5() {
+    let cases: &[Case] = &[
+        (1, 1, 1, 1, 1, 1, false, None),
+        (2, 4, 4, 5, 17, 13, false, None),
+        (2, 4, 2, 5, 17, 13, true, None),
+        (1, 6, 3, 9, 9, 3, true, Some(vec![9, 9])),
+        (2, 8, 2, 7, 65, 80, true, Some(vec![2, 1, 7, 65])),
+        (2, 4, 1, 3, 40, 64, false, Some(vec![1, 4, 3, 40])),
+        (2, 4, 4, 6, 31, 16, true, Some(vec![2, 4, 6, 31])),
+        (2, 2, 1, 4, 21, 33, false, Some(vec![2, 1, 1, 21])),
+        (1, 3, 1, 12, 100, 7, true, Some(vec![3, 12, 100])),
+        (1, 2, 2, 64, 200, 64, true, None),
+    ];
+    for (n, (b, h, kv, sq, sk, hd, causal, mask_shape)) in cases.iter().cloned().enumerate() {
+        let seed = n as u32 * 10;
+        let q = uniform(&[b, h, sq, hd], seed + 1);
+        let k = uniform(&[b, kv, sk, hd], seed + 2);
+        let v = uniform(&[b, kv, sk, hd], seed + 3);
+        let mask = mask_shape.map(|s| sparse_mask(&s, seed + 4, 7));
+        for scale in [None, Some(0.25)] {
+            let o = opts(causal, scale);
+            let got = sdpa(&q, &k, &v, mask.as_ref(), &o, &Sequential).unwrap();
+            let want = reference_sdpa(&q, &k, &v, mask.as_ref(), scale, causal);
+            let err = max_abs_diff(got.data(), &want);
+            assert!(
+                err <= 1e-5,
+                "case {n} scale {scale:?}: max abs error {err:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fully_masked_rows_are_zeros() {
+    let (sq, sk, hd) = (4, 9, 8);
+    let q = uniform(&[1, 2, sq, hd], 1);
+    let k = uniform(&[1, 2, sk, hd], 2);
+    let v = uniform(&[1, 2, sk, hd], 3);
+    // Row 1 hides every key; the others hide none.
+    let mask = Tensor::from_fn(vec![sq, sk], |i| {
+        if i / sk == 1 {
+            f32::NEG_INFINITY
+        } else {
+            0.0
+        }
+    })
+    .unwrap();
+    for causal in [false, true] {
+        let out = sdpa(&q, &k, &v, Some(&mask), &opts(causal, None), &Sequential).unwrap();
+        for h in 0..2 {
+            for i in 0..sq {
+                let row = &out.data()[(h * sq + i) * hd..(h * sq + i + 1) * hd];
+                if i == 1 {
+                    assert!(row.iter().all(|x| x.to_bits() == 0), "row {i}: {row:?}");
+                } else {
+                    assert!(row.iter().all(|x| x.is_finite() && *x != 0.0), "row {i}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn no_keys_give_zeros() {
+    let q = uniform(&[1, 2, 3, 4], 1);
+    let k = Tensor::zeros(vec![1, 2, 0, 4]).unwrap();
+    let out = sdpa(&q, &k, &k, None, &opts(false, None), &Sequential).unwrap();
+    assert_eq!(out.shape(), [1, 2, 3, 4]);
+    assert!(out.data().iter().all(|x| x.to_bits() == 0));
+}
+
+#[test]
+fn causal_is_bottom_right_aligned() {
+    // One query over three keys: causal changes nothing (the last query sees every key).
+    let q = uniform(&[1, 1, 1, 4], 1);
+    let k = uniform(&[1, 1, 3, 4], 2);
+    let v = uniform(&[1, 1, 3, 4], 3);
+    let causal = sdpa(&q, &k, &v, None, &opts(true, None), &Sequential).unwrap();
+    let full = sdpa(&q, &k, &v, None, &opts(false, None), &Sequential).unwrap();
+    assert_eq!(causal.to_bits(), full.to_bits());
+    // Two queries over three keys: row 0 sees keys 0 and 1 only, so the third value is unused.
+    let q2 = uniform(&[1, 1, 2, 4], 4);
+    let mut v2 = v.clone();
+    let out = sdpa(&q2, &k, &v2, None, &opts(true, None), &Sequential).unwrap();
+    v2.data_mut()[8..12].fill(1e6);
+    let changed = sdpa(&q2, &k, &v2, None, &opts(true, None), &Sequential).unwrap();
+    assert_eq!(out.data()[..4], changed.data()[..4]);
+    assert_ne!(out.data()[4..], changed.data()[4..]);
+}
+
+#[test]
+fn every_available_variant_gives_the_portable_bits() {
+    let registry = cpu_kernels();
+    let portable = KernelConfig::new(registry.find("portable").expect("always registered"));
+    let variants: Vec<_> = registry
+        .providers()
+        .iter()
+        .filter(|p| p.is_available())
+        .cloned()
+        .collect();
+    assert!(variants.iter().any(|p| p.name() == "portable"));
+    for (hd, sq, sk) in [(64, 64, 130), (13, 5, 17), (80, 7, 65), (3, 1, 9)] {
+        let q = uniform(&[2, 4, sq, hd], 1);
+        let k = uniform(&[2, 2, sk, hd], 2);
+        let v = uniform(&[2, 2, sk, hd], 3);
+        let mask = sparse_mask(&[sq, sk], 4, 5);
+        let o = opts(true, None);
+        let want =
+            scaled_dot_product_attention_with(&portable, &q, &k, &v, Some(&mask), &o, &Sequential)
+                .unwrap();
+        for variant in &variants {
+            let config = KernelConfig::new(variant.clone());
+            let got = scaled_dot_product_attention_with(
+                &config,
+                &q,
+                &k,
+                &v,
+                Some(&mask),
+                &o,
+                &Sequential,
+            )
+            .unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "{} hd={hd}", variant.name());
+        }
+    }
+}
+
+#[test]
+fn the_selected_variant_is_the_best_available() {
+    let best = cpu_kernels().best_available().unwrap();
+    assert_eq!(KernelConfig::selected().kernels().name(), best.name());
+}
+
+// ---- errors: one per invalid input class, naming the shapes ----
+
+fn t(shape: &[usize]) -> Tensor {
+    Tensor::zeros(shape.to_vec()).unwrap()
+}
+
+fn err(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, causal: bool) -> KernelError {
+    let m = mask.map(t);
+    sdpa(
+        &t(q),
+        &t(k),
+        &t(v),
+        m.as_ref(),
+        &opts(causal, None),
+        &Sequential,
+    )
+    .unwrap_err()
+}
+
+#[test]
+fn rank_error_names_the_operand_and_shape() {
+    assert_eq!(
+        err(&[2, 8, 4], &[2, 8, 4, 16], &[2, 8, 4, 16], None, false),
+        KernelError::Rank {
+            op: "sdpa",
+            operand: "q",
+            expected: "4",
+            shape: vec![2, 8, 4]
+        }
+    );
+    assert_eq!(
+        err(
+            &[2, 8, 4, 16],
+            &[2, 8, 4, 16, 1],
+            &[2, 8, 4, 16],
+            None,
+            false
+        ),
+        KernelError::Rank {
+            op: "sdpa",
+            operand: "k",
+            expected: "4",
+            shape: vec![2, 8, 4, 16, 1]
+        }
+    );
+}
+
+#[test]
+fn batch_mismatch_is_an_error() {
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[3, 8, 4, 16], &[3, 8, 4, 16], None, false),
+        KernelError::BatchMismatch {
+            q: vec![2, 8, 4, 16],
+            kv: vec![3, 8, 4, 16]
+        }
+    );
+}
+
+#[test]
+fn kv_heads_mismatch_is_an_error() {
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[2, 2, 4, 16], &[2, 4, 4, 16], None, false),
+        KernelError::KvHeadsMismatch {
+            k: vec![2, 2, 4, 16],
+            v: vec![2, 4, 4, 16]
+        }
+    );
+}
+
+#[test]
+fn zero_kv_heads_is_an_error() {
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[2, 0, 4, 16], &[2, 0, 4, 16], None, false),
+        KernelError::ZeroKvHeads {
+            q: vec![2, 8, 4, 16],
+            k: vec![2, 0, 4, 16]
+        }
+    );
+}
+
+#[test]
+fn kv_heads_that_do_not_divide_are_an_error() {
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[2, 3, 4, 16], &[2, 3, 4, 16], None, false),
+        KernelError::KvHeadsDoNotDivide {
+            q: vec![2, 8, 4, 16],
+            k: vec![2, 3, 4, 16]
+        }
+    );
+}
+
+#[test]
+fn head_dim_mismatch_is_an_error() {
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[2, 8, 4, 32], &[2, 8, 4, 32], None, false),
+        KernelError::HeadDimMismatch {
+            q: vec![2, 8, 4, 16],
+            kv: vec![2, 8, 4, 32]
+        }
+    );
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[2, 8, 4, 16], &[2, 8, 4, 8], None, false),
+        KernelError::HeadDimMismatch {
+            q: vec![2, 8, 4, 16],
+            kv: vec![2, 8, 4, 8]
+        }
+    );
+}
+
+#[test]
+fn kv_length_mismatch_is_an_error() {
+    assert_eq!(
+        err(&[2, 8, 4, 16], &[2, 8, 5, 16], &[2, 8, 6, 16], None, false),
+        KernelError::KvLengthMismatch {
+            k: vec![2, 8, 5, 16],
+            v: vec![2, 8, 6, 16]
+        }
+    );
+}
+
+#[test]
+fn a_mask_that_does_not_broadcast_is_an_error() {
+    let scores = vec![2, 8, 4, 5];
+    for bad in [
+        &[4, 6][..],
+        &[3, 1, 4, 5],
+        &[1, 4, 4, 5],
+        &[5],
+        &[1, 2, 8, 4, 5],
+        &[2, 4],
+    ] {
+        assert_eq!(
+            err(
+                &[2, 8, 4, 16],
+                &[2, 8, 5, 16],
+                &[2, 8, 5, 16],
+                Some(bad),
+                false
+            ),
+            KernelError::MaskShape {
+                mask: bad.to_vec(),
+                scores: scores.clone()
+            },
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn causal_with_more_queries_than_keys_is_an_error() {
+    assert_eq!(
+        err(&[2, 8, 6, 16], &[2, 8, 5, 16], &[2, 8, 5, 16], None, true),
+        KernelError::CausalQueryLongerThanKeys {
+            q: vec![2, 8, 6, 16],
+            k: vec![2, 8, 5, 16]
+        }
+    );
+    // Without causal the same shapes are fine.
+    assert!(sdpa(
+        &t(&[2, 8, 6, 16]),
+        &t(&[2, 8, 5, 16]),
+        &t(&[2, 8, 5, 16]),
+        None,
+        &opts(false, None),
+        &Sequential
+    )
+    .is_ok());
+}
+
+#[test]
+fn error_messages_name_both_shapes() {
+    let e = err(&[2, 8, 4, 16], &[3, 8, 4, 16], &[3, 8, 4, 16], None, false);
+    assert_eq!(
+        e.to_string(),
+        "sdpa: batch of k/v [3, 8, 4, 16] differs from q [2, 8, 4, 16]"
+    );
+}
+
+// ---- tracing ----
+
+fn traced_call(schedule: &dyn skainet_schedule::Schedule, sq: usize, sk: usize, hd: usize) {
+    let q = uniform(&[2, 8, sq, hd], 1);
+    let k = uniform(&[2, 8, sk, hd], 2);
+    sdpa(&q, &k, &k, None, &opts(true, None), schedule).unwrap();
+}
+
+fn region(elements: usize, tasks: usize, schedule: &str) -> (String, String, usize, usize) {
+    ("sdpa".to_string(), schedule.to_string(), elements, tasks)
+}
+
+fn regions(sink: &CollectingSink) -> Vec<(String, String, usize, usize)> {
+    sink.regions()
+        .into_iter()
+        .map(|e| match e {
+            TraceEvent::ScheduleRegion {
+                op,
+                schedule,
+                elements,
+                tasks,
+                ..
+            } => (op, schedule, elements, tasks),
+            other => panic!("not a region: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_scheduled_sdpa_emits_one_region_through_a_tracing_test_schedule() {
+    let sink = Arc::new(CollectingSink::new());
+    let schedule = OutOfOrder::new(2, Order::Reversed).with_trace(sink.clone());
+    traced_call(&schedule, 64, 128, 64);
+    assert_eq!(regions(&sink), vec![region(16, 2, "reversed(2)")]);
+}
+
+#[test]
+fn a_call_under_the_threshold_emits_no_region() {
+    let sink = Arc::new(CollectingSink::new());
+    let schedule = OutOfOrder::new(2, Order::Reversed).with_trace(sink.clone());
+    traced_call(&schedule, 1, 16, 16);
+    assert!(sink.events().is_empty());
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn a_scheduled_sdpa_over_16_units_at_parallelism_2_emits_one_region() {
+    let sink = Arc::new(CollectingSink::new());
+    let schedule = skainet_schedule::runtime::dedicated(2)
+        .unwrap()
+        .with_trace(sink.clone());
+    traced_call(&schedule, 64, 128, 64);
+    assert_eq!(regions(&sink), vec![region(16, 2, "dedicated(2)")]);
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn a_pool_call_under_the_threshold_emits_nothing() {
+    let sink = Arc::new(CollectingSink::new());
+    let schedule = skainet_schedule::runtime::dedicated(2)
+        .unwrap()
+        .with_trace(sink.clone());
+    traced_call(&schedule, 1, 16, 16);
+    assert!(sink.events().is_empty());
+}
