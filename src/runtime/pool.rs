@@ -99,6 +99,9 @@ impl PoolShared {
             return;
         }
         let mut queue = self.queue.lock();
+        // Regions mostly end in the order they were opened, so dropping drained entries at
+        // the front keeps the queue short even while every worker is busy.
+        self.drop_stale_front(&mut queue);
         queue.entries.push_back(Entry { job, copies });
         self.queued.fetch_add(copies, Ordering::Relaxed);
         let wake = queue.sleeping.min(copies);
@@ -135,24 +138,29 @@ impl PoolShared {
         }
     }
 
+    /// Drops the entries at the front of the queue whose regions are drained.
+    fn drop_stale_front(&self, queue: &mut Queue) {
+        while let Some(entry) = queue.entries.front() {
+            if !entry.job.is_stale() {
+                break;
+            }
+            self.queued.fetch_sub(entry.copies, Ordering::Relaxed);
+            queue.entries.pop_front();
+        }
+    }
+
     /// Takes one copy of the first live entry, dropping drained regions' entries on the way.
     fn take(&self, queue: &mut Queue) -> Option<Job> {
-        loop {
-            let entry = queue.entries.front_mut()?;
-            if entry.job.is_stale() {
-                self.queued.fetch_sub(entry.copies, Ordering::Relaxed);
-                queue.entries.pop_front();
-                continue;
+        self.drop_stale_front(queue);
+        let entry = queue.entries.front_mut()?;
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        if entry.copies > 1 {
+            if let Some(job) = entry.job.duplicate() {
+                entry.copies -= 1;
+                return Some(job);
             }
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            if entry.copies > 1 {
-                if let Some(job) = entry.job.duplicate() {
-                    entry.copies -= 1;
-                    return Some(job);
-                }
-            }
-            return queue.entries.pop_front().map(|entry| entry.job);
         }
+        queue.entries.pop_front().map(|entry| entry.job)
     }
 
     fn shut_down(&self) {
