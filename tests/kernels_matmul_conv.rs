@@ -1,0 +1,367 @@
+#![cfg(not(feature = "loom"))]
+//! matmul (rows) and conv2d (batch × out_channels): bit parity under every schedule, f64
+//! numerics, one error per invalid input class.
+
+mod common;
+
+use common::{all_schedules, max_abs_diff, uniform};
+use skainet_schedule::kernels::{
+    conv2d, conv2d_with, cpu_kernels, matmul, matmul_with, Conv2dOptions, KernelConfig, KernelError,
+};
+use skainet_schedule::registry::KernelProvider;
+use skainet_schedule::tensor::Tensor;
+use skainet_schedule::Sequential;
+
+fn forking() -> KernelConfig {
+    KernelConfig::selected().with_min_parallel_work(0)
+}
+
+fn reference_matmul(a: &Tensor, b: &Tensor) -> Vec<f64> {
+    let k = *a.shape().last().unwrap();
+    let n = b.shape()[1];
+    let rows: usize = a.shape()[..a.rank() - 1].iter().product();
+    let mut out = vec![0.0; rows * n];
+    for r in 0..rows {
+        for c in 0..n {
+            for p in 0..k {
+                out[r * n + c] += f64::from(a.data()[r * k + p]) * f64::from(b.data()[p * n + c]);
+            }
+        }
+    }
+    out
+}
+
+fn reference_conv(
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    o: &Conv2dOptions,
+) -> (Vec<usize>, Vec<f64>) {
+    let [n, c, h, w] = *input.shape() else {
+        panic!()
+    };
+    let [oc, _, kh, kw] = *weight.shape() else {
+        panic!()
+    };
+    let oh = (h + 2 * o.padding[0] - kh) / o.stride[0] + 1;
+    let ow = (w + 2 * o.padding[1] - kw) / o.stride[1] + 1;
+    let mut out = vec![0.0; n * oc * oh * ow];
+    for bi in 0..n {
+        for f in 0..oc {
+            for y in 0..oh {
+                for x in 0..ow {
+                    let mut acc = bias.map_or(0.0, |b| f64::from(b.data()[f]));
+                    for ch in 0..c {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let iy = (y * o.stride[0] + ky) as isize - o.padding[0] as isize;
+                                let ix = (x * o.stride[1] + kx) as isize - o.padding[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                    continue;
+                                }
+                                let iv = input.data()
+                                    [((bi * c + ch) * h + iy as usize) * w + ix as usize];
+                                let wv = weight.data()[((f * c + ch) * kh + ky) * kw + kx];
+                                acc += f64::from(iv) * f64::from(wv);
+                            }
+                        }
+                    }
+                    out[((bi * oc + f) * oh + y) * ow + x] = acc;
+                }
+            }
+        }
+    }
+    (vec![n, oc, oh, ow], out)
+}
+
+// ---- matmul ----
+
+#[test]
+fn matmul_is_bit_identical_under_every_schedule() {
+    let schedules = all_schedules();
+    for (a_shape, n) in [
+        (vec![1, 1], 1),
+        (vec![7, 13], 9),
+        (vec![2, 3, 33, 64], 40),
+        (vec![65, 80], 17),
+    ] {
+        let k = *a_shape.last().unwrap();
+        let a = uniform(&a_shape, 1);
+        let b = uniform(&[k, n], 2);
+        let want = matmul(&a, &b, &Sequential).unwrap();
+        for s in &schedules {
+            let got = matmul_with(&forking(), &a, &b, s.as_ref()).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} {a_shape:?}x[{k}, {n}]",
+                s.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn matmul_matches_the_f64_reference() {
+    for (a_shape, n) in [(vec![3, 5], 4), (vec![2, 7, 31], 9), (vec![64, 128], 33)] {
+        let k = *a_shape.last().unwrap();
+        let a = uniform(&a_shape, 3);
+        let b = uniform(&[k, n], 4);
+        let got = matmul(&a, &b, &Sequential).unwrap();
+        let mut want_shape = a_shape.clone();
+        *want_shape.last_mut().unwrap() = n;
+        assert_eq!(got.shape(), want_shape.as_slice());
+        let err = max_abs_diff(got.data(), &reference_matmul(&a, &b));
+        assert!(err <= 1e-5 * k as f64, "{a_shape:?}: {err:e}");
+    }
+}
+
+#[test]
+fn matmul_with_an_empty_inner_dimension_is_zeros() {
+    let a = Tensor::zeros(vec![3, 0]).unwrap();
+    let b = Tensor::zeros(vec![0, 2]).unwrap();
+    let out = matmul(&a, &b, &Sequential).unwrap();
+    assert_eq!(out.shape(), [3, 2]);
+    assert!(out.data().iter().all(|x| x.to_bits() == 0));
+}
+
+#[test]
+fn matmul_rejects_a_rank_one_left_operand() {
+    let e = matmul(&uniform(&[4], 1), &uniform(&[4, 2], 2), &Sequential).unwrap_err();
+    assert_eq!(
+        e,
+        KernelError::Rank {
+            op: "matmul",
+            operand: "a",
+            expected: ">= 2",
+            shape: vec![4]
+        }
+    );
+}
+
+#[test]
+fn matmul_rejects_a_right_operand_that_is_not_rank_2() {
+    let e = matmul(&uniform(&[3, 4], 1), &uniform(&[1, 4, 2], 2), &Sequential).unwrap_err();
+    assert_eq!(
+        e,
+        KernelError::Rank {
+            op: "matmul",
+            operand: "b",
+            expected: "2",
+            shape: vec![1, 4, 2]
+        }
+    );
+}
+
+#[test]
+fn matmul_rejects_mismatched_inner_dimensions() {
+    let e = matmul(&uniform(&[3, 4], 1), &uniform(&[5, 2], 2), &Sequential).unwrap_err();
+    assert_eq!(
+        e,
+        KernelError::MatmulInnerMismatch {
+            a: vec![3, 4],
+            b: vec![5, 2]
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "matmul: inner dimensions of a [3, 4] and b [5, 2] differ"
+    );
+}
+
+// ---- conv2d ----
+
+fn conv_cases() -> Vec<(Vec<usize>, Vec<usize>, Conv2dOptions, bool)> {
+    let o = |s: usize, p: usize| Conv2dOptions {
+        stride: [s, s],
+        padding: [p, p],
+    };
+    vec![
+        (vec![1, 1, 3, 3], vec![1, 1, 2, 2], o(1, 0), false),
+        (vec![2, 3, 9, 11], vec![4, 3, 3, 3], o(1, 1), true),
+        (vec![2, 2, 10, 7], vec![3, 2, 3, 2], o(2, 1), true),
+        (
+            vec![1, 4, 8, 8],
+            vec![5, 4, 1, 1],
+            Conv2dOptions {
+                stride: [1, 2],
+                padding: [0, 3],
+            },
+            false,
+        ),
+        (vec![2, 3, 16, 16], vec![8, 3, 5, 5], o(1, 2), true),
+    ]
+}
+
+#[test]
+fn conv2d_is_bit_identical_under_every_schedule() {
+    let schedules = all_schedules();
+    for (ishape, wshape, o, with_bias) in conv_cases() {
+        let input = uniform(&ishape, 1);
+        let weight = uniform(&wshape, 2);
+        let bias = with_bias.then(|| uniform(&[wshape[0]], 3));
+        let want = conv2d(&input, &weight, bias.as_ref(), &o, &Sequential).unwrap();
+        for s in &schedules {
+            let got =
+                conv2d_with(&forking(), &input, &weight, bias.as_ref(), &o, s.as_ref()).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} {ishape:?} {wshape:?}",
+                s.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn conv2d_matches_the_f64_reference() {
+    for (ishape, wshape, o, with_bias) in conv_cases() {
+        let input = uniform(&ishape, 4);
+        let weight = uniform(&wshape, 5);
+        let bias = with_bias.then(|| uniform(&[wshape[0]], 6));
+        let got = conv2d(&input, &weight, bias.as_ref(), &o, &Sequential).unwrap();
+        let (shape, want) = reference_conv(&input, &weight, bias.as_ref(), &o);
+        assert_eq!(got.shape(), shape.as_slice());
+        let err = max_abs_diff(got.data(), &want);
+        assert!(err <= 1e-5, "{ishape:?} {wshape:?}: {err:e}");
+    }
+}
+
+#[test]
+fn every_available_variant_gives_the_portable_bits_for_matmul_and_conv2d() {
+    let registry = cpu_kernels();
+    let portable = KernelConfig::new(registry.find("portable").unwrap());
+    let a = uniform(&[2, 9, 37], 1);
+    let b = uniform(&[37, 21], 2);
+    let (input, weight) = (uniform(&[2, 3, 12, 13], 3), uniform(&[4, 3, 3, 3], 4));
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [1, 1],
+    };
+    let mm = matmul_with(&portable, &a, &b, &Sequential).unwrap();
+    let cv = conv2d_with(&portable, &input, &weight, None, &o, &Sequential).unwrap();
+    for variant in registry.providers().iter().filter(|p| p.is_available()) {
+        let config = KernelConfig::new(variant.clone());
+        assert_eq!(
+            matmul_with(&config, &a, &b, &Sequential).unwrap().to_bits(),
+            mm.to_bits(),
+            "{}",
+            variant.name()
+        );
+        assert_eq!(
+            conv2d_with(&config, &input, &weight, None, &o, &Sequential)
+                .unwrap()
+                .to_bits(),
+            cv.to_bits(),
+            "{}",
+            variant.name()
+        );
+    }
+}
+
+fn conv_err(i: &[usize], w: &[usize], b: Option<&[usize]>, o: Conv2dOptions) -> KernelError {
+    let bias = b.map(|s| Tensor::zeros(s.to_vec()).unwrap());
+    conv2d(
+        &Tensor::zeros(i.to_vec()).unwrap(),
+        &Tensor::zeros(w.to_vec()).unwrap(),
+        bias.as_ref(),
+        &o,
+        &Sequential,
+    )
+    .unwrap_err()
+}
+
+#[test]
+fn conv2d_rejects_inputs_and_weights_that_are_not_rank_4() {
+    let d = Conv2dOptions::default();
+    assert_eq!(
+        conv_err(&[1, 3, 8], &[2, 3, 3, 3], None, d),
+        KernelError::Rank {
+            op: "conv2d",
+            operand: "input",
+            expected: "4",
+            shape: vec![1, 3, 8]
+        }
+    );
+    assert_eq!(
+        conv_err(&[1, 3, 8, 8], &[2, 3, 3], None, d),
+        KernelError::Rank {
+            op: "conv2d",
+            operand: "weight",
+            expected: "4",
+            shape: vec![2, 3, 3]
+        }
+    );
+}
+
+#[test]
+fn conv2d_rejects_a_channel_mismatch() {
+    assert_eq!(
+        conv_err(&[1, 3, 8, 8], &[2, 4, 3, 3], None, Conv2dOptions::default()),
+        KernelError::ConvChannelMismatch {
+            input: vec![1, 3, 8, 8],
+            weight: vec![2, 4, 3, 3]
+        }
+    );
+}
+
+#[test]
+fn conv2d_rejects_a_bias_that_is_not_one_per_output_channel() {
+    let d = Conv2dOptions::default();
+    assert_eq!(
+        conv_err(&[1, 3, 8, 8], &[2, 3, 3, 3], Some(&[3]), d),
+        KernelError::ConvBiasShape {
+            bias: vec![3],
+            weight: vec![2, 3, 3, 3]
+        }
+    );
+    assert_eq!(
+        conv_err(&[1, 3, 8, 8], &[2, 3, 3, 3], Some(&[1, 2]), d),
+        KernelError::Rank {
+            op: "conv2d",
+            operand: "bias",
+            expected: "1",
+            shape: vec![1, 2]
+        }
+    );
+}
+
+#[test]
+fn conv2d_rejects_a_zero_stride() {
+    let o = Conv2dOptions {
+        stride: [1, 0],
+        padding: [0, 0],
+    };
+    assert_eq!(
+        conv_err(&[1, 3, 8, 8], &[2, 3, 3, 3], None, o),
+        KernelError::ConvZeroStride { stride: [1, 0] }
+    );
+}
+
+#[test]
+fn conv2d_rejects_a_kernel_larger_than_the_padded_input() {
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [1, 0],
+    };
+    assert_eq!(
+        conv_err(&[1, 3, 4, 4], &[2, 3, 3, 5], None, o),
+        KernelError::ConvKernelTooLarge {
+            input: vec![1, 3, 4, 4],
+            weight: vec![2, 3, 3, 5],
+            padding: [1, 0]
+        }
+    );
+}
+
+#[test]
+fn conv2d_options_default_to_unit_stride_and_no_padding() {
+    assert_eq!(
+        Conv2dOptions::default(),
+        Conv2dOptions {
+            stride: [1, 1],
+            padding: [0, 0]
+        }
+    );
+}
