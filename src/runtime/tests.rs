@@ -130,7 +130,7 @@ fn a_helper_that_starts_after_the_region_returned_never_calls_the_body() {
     }
     returned.store(true, Ordering::SeqCst);
     release.send(()).unwrap();
-    // Another region runs only after the stale helper job has been taken or dropped.
+    // The stale helper job found nothing to claim; the pool keeps working.
     let (seen, _) = visits(&pool, 2, 1);
     assert_eq!(seen, alloc::vec![1, 1]);
 }
