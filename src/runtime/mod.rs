@@ -16,7 +16,10 @@
 //! chunks become one shared queue: `tasks - 1` helper jobs are offered to the pool, the caller
 //! runs chunk 0, keeps claiming chunks until the queue is empty, then waits only for chunks
 //! that another thread has already claimed. A region that really forked emits one
-//! `TraceEvent::ScheduleRegion` to an attached sink ([`PoolSchedule::with_trace`]).
+//! `TraceEvent::ScheduleRegion` to an attached sink ([`PoolSchedule::with_trace`]). Only the
+//! chunks of a forked region mark their thread as nested; a one-chunk region leaves it
+//! unmarked, so a region its body opens may still fork (nothing else is running to
+//! oversubscribe).
 //!
 //! # Why it cannot deadlock
 //!

@@ -18,10 +18,11 @@ crate::sync::thread_local! {
     static IN_REGION: Cell<bool> = Cell::new(false);
 }
 
-/// Whether the calling thread is inside a chunk of a forked region.
+/// Whether the calling thread is inside a chunk of a forked region. A thread whose
+/// thread-locals are already being destroyed counts as nested: running inline is always safe.
 #[inline]
 pub(crate) fn is_nested() -> bool {
-    IN_REGION.with(Cell::get)
+    IN_REGION.try_with(Cell::get).unwrap_or(true)
 }
 
 /// Sets the mark for as long as it lives, restoring the previous value when dropped (also
