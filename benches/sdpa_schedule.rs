@@ -79,14 +79,12 @@ fn scalar_sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool) -> Vec<f32> {
 
 fn schedules() -> Vec<(&'static str, Box<dyn Schedule>)> {
     #[allow(unused_mut)]
-    let mut list: Vec<(&'static str, Box<dyn Schedule>)> = vec![("sequential", Box::new(Sequential))];
+    let mut list: Vec<(&'static str, Box<dyn Schedule>)> =
+        vec![("sequential", Box::new(Sequential))];
     #[cfg(feature = "parallel")]
     list.push(("hardware", Box::new(skainet_schedule::runtime::hardware())));
     #[cfg(feature = "rayon")]
-    list.push((
-        "rayon",
-        Box::new(skainet_schedule::runtime::RayonSchedule::global()),
-    ));
+    list.push(("rayon", Box::new(skainet_schedule::RayonSchedule::global())));
     list
 }
 
