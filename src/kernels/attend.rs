@@ -4,13 +4,13 @@
 //! scores of the keys it may see (`j < visible(i)`: keys hidden by the causal mask are never
 //! computed), `dot(q_i, k_j) · scale + mask[i, j]` with the dot product in the lane order of
 //! [`dots`]; a two-pass softmax (exact max, then `exp(s - max)` and a lane [`sum`]); then
-//! `Σ_j p_j · v_j` accumulated in increasing `j` by [`accumulate_rows`] and divided by the
+//! `Σ_j p_j · v_j` accumulated in increasing `j` by [`accumulate_block`] and divided by the
 //! sum. A row's arithmetic depends on nothing but its own inputs — not on the block it falls in,
 //! not on which other units share a task — so every schedule and every backend gets the same
 //! bits.
 
 use super::exp::exp;
-use super::lanes::{accumulate_block, accumulate_rows, dots, max, sum, Simd};
+use super::lanes::{accumulate_block, dots, max, sum, Simd};
 
 /// Query rows that share each key load.
 pub(crate) const ROWS: usize = 4;
@@ -116,7 +116,7 @@ pub(crate) fn attend_head<S: Simd>(s: S, h: &Head<'_>, out: &mut [f32], scores: 
         for (r, o) in block.chunks_exact_mut(hd.max(1)).enumerate().take(rows) {
             if counts[r] > 0 {
                 let w = &scores[r * sk + shared..r * sk + counts[r]];
-                accumulate_rows(o, w, &h.v[shared * hd..], hd);
+                accumulate_block::<S, 1>(s, o, w, 0, w.len(), &h.v[shared * hd..], hd);
                 for x in o.iter_mut() {
                     *x /= totals[r];
                 }

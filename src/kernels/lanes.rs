@@ -248,15 +248,16 @@ pub(crate) fn dots<S: Simd, const R: usize, const C: usize>(
     k: &[f32],
     len: usize,
 ) -> [[f32; C]; R] {
-    let q = &q[..R * len];
-    let k = &k[..C * len];
     let full = len - len % LANES;
+    // Every row slice has length `full`, so the loop condition proves each chunk in bounds.
+    let qf: [&[f32]; R] = core::array::from_fn(|r| &q[r * len..r * len + full]);
+    let kf: [&[f32]; C] = core::array::from_fn(|t| &k[t * len..t * len + full]);
     let mut acc = [[s.zero(); C]; R];
     let mut c = 0;
-    while c < full {
-        let kv: [S::V; C] = core::array::from_fn(|t| s.load(&k[t * len + c..]));
+    while c + LANES <= full {
+        let kv: [S::V; C] = core::array::from_fn(|t| s.load(&kf[t][c..c + LANES]));
         for r in 0..R {
-            let qv = s.load(&q[r * len + c..]);
+            let qv = s.load(&qf[r][c..c + LANES]);
             for t in 0..C {
                 acc[r][t] = s.mul_add(acc[r][t], qv, kv[t]);
             }
@@ -272,7 +273,13 @@ pub(crate) fn dots<S: Simd, const R: usize, const C: usize>(
             }
         }
     }
-    core::array::from_fn(|r| core::array::from_fn(|t| s.fold(acc[r][t])))
+    let mut out = [[0.0f32; C]; R];
+    for r in 0..R {
+        for t in 0..C {
+            out[r][t] = s.fold(acc[r][t]);
+        }
+    }
+    out
 }
 
 /// `Σ xs[i]` in the lane order above.
@@ -292,8 +299,10 @@ pub(crate) fn sum<S: Simd>(s: S, xs: &[f32]) -> f32 {
 }
 
 /// [`accumulate_rows`] for `R` output rows `out[r·len..][..len]` at once, with weights
-/// `w[r·w_stride + j]` over the same keys `j < n`: the rows share the loads of `rows`, and each
-/// element gets exactly the additions `accumulate_rows` would give it.
+/// `w[r·w_stride + j]` over the same keys `j < n`: each element gets exactly the additions
+/// `accumulate_rows` would give it (`((out + w0·r0) + w1·r1) + …` in increasing `j`). Two
+/// vectors of each row stay in registers while `j` runs, so every load of `rows` serves all
+/// `R` rows.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // index loops over `0..R` unroll into registers
 pub(crate) fn accumulate_block<S: Simd, const R: usize>(
@@ -305,42 +314,75 @@ pub(crate) fn accumulate_block<S: Simd, const R: usize>(
     rows: &[f32],
     len: usize,
 ) {
+    let wr: [&[f32]; R] = core::array::from_fn(|r| &w[r * w_stride..r * w_stride + n]);
+    let rows = &rows[..n * len];
     let full = len - len % LANES;
-    let mut j = 0;
-    while j + 4 <= n {
-        let mut c = 0;
-        while c < full {
-            let v: [S::V; 4] = core::array::from_fn(|t| s.load(&rows[(j + t) * len + c..]));
-            for r in 0..R {
-                let wr = &w[r * w_stride + j..r * w_stride + j + 4];
-                let o = &mut out[r * len + c..];
-                let mut acc = s.load(o);
-                for t in 0..4 {
-                    acc = s.mul_add(acc, s.splat(wr[t]), v[t]);
-                }
-                s.store(acc, o);
-            }
-            c += LANES;
+    let mut c = 0;
+    // As many chunks per pass over `rows` as the registers hold: a lone row keeps up to 8.
+    if R == 1 {
+        while c + 8 * LANES <= full {
+            accumulate_pass::<S, R, 8>(s, out, &wr, rows, len, c);
+            c += 8 * LANES;
         }
+        while c + 4 * LANES <= full {
+            accumulate_pass::<S, R, 4>(s, out, &wr, rows, len, c);
+            c += 4 * LANES;
+        }
+    }
+    while c + 2 * LANES <= full {
+        accumulate_pass::<S, R, 2>(s, out, &wr, rows, len, c);
+        c += 2 * LANES;
+    }
+    while c < full {
+        accumulate_pass::<S, R, 1>(s, out, &wr, rows, len, c);
+        c += LANES;
+    }
+    if full < len {
         for r in 0..R {
-            let wr = &w[r * w_stride + j..r * w_stride + j + 4];
-            for d in full..len {
-                let o = &mut out[r * len + d];
-                for t in 0..4 {
-                    *o += wr[t] * rows[(j + t) * len + d];
+            let o = &mut out[r * len + full..(r + 1) * len];
+            for j in 0..n {
+                let wj = wr[r][j];
+                for (x, &v) in o.iter_mut().zip(&rows[j * len + full..(j + 1) * len]) {
+                    *x += wj * v;
                 }
             }
         }
-        j += 4;
+    }
+}
+
+/// One pass of [`accumulate_block`] over the `W` chunks starting at element `c`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..W` unroll into registers
+fn accumulate_pass<S: Simd, const R: usize, const W: usize>(
+    s: S,
+    out: &mut [f32],
+    wr: &[&[f32]; R],
+    rows: &[f32],
+    len: usize,
+    c: usize,
+) {
+    let n = wr[0].len();
+    let mut acc = [[s.zero(); W]; R];
+    for r in 0..R {
+        for h in 0..W {
+            acc[r][h] = s.load(&out[r * len + c + h * LANES..r * len + c + (h + 1) * LANES]);
+        }
+    }
+    for j in 0..n {
+        let v = &rows[j * len + c..j * len + c + W * LANES];
+        let vv: [S::V; W] = core::array::from_fn(|h| s.load(&v[h * LANES..(h + 1) * LANES]));
+        for r in 0..R {
+            let p = s.splat(wr[r][j]);
+            for h in 0..W {
+                acc[r][h] = s.mul_add(acc[r][h], p, vv[h]);
+            }
+        }
     }
     for r in 0..R {
-        let o = &mut out[r * len..(r + 1) * len];
-        accumulate_rows(
-            o,
-            &w[r * w_stride + j..r * w_stride + n],
-            &rows[j * len..],
-            len,
-        );
+        for h in 0..W {
+            let o = &mut out[r * len + c + h * LANES..r * len + c + (h + 1) * LANES];
+            s.store(acc[r][h], o);
+        }
     }
 }
 
