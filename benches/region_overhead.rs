@@ -6,6 +6,8 @@
 //! * `empty/<schedule>`: an empty body over `n = parallelism` units (grain 1), so every
 //!   schedule forks as wide as it can and the time is pure overhead.
 //! * `spin64/<schedule>`: a ~1 µs body per unit over 64 units.
+//! * `dedicated2_disabled_trace`: the same pool with a disabled sink attached (should match
+//!   `dedicated2`).
 //! * `nested_inline`: a region opened from inside a chunk (runs inline), against a direct
 //!   `Sequential` call.
 
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rayon::prelude::*;
 use skainet_schedule::runtime::{self, RayonSchedule};
-use skainet_schedule::{Schedule, Sequential};
+use skainet_schedule::{NoopSink, Schedule, Sequential};
 
 /// Iterations of `spin` that take about one microsecond on this machine.
 fn calibrate_one_microsecond() -> u64 {
@@ -50,6 +52,14 @@ fn schedules() -> Vec<(&'static str, Box<dyn Schedule>)> {
         (
             "dedicated2",
             Box::new(runtime::dedicated(2).expect("2 > 0")),
+        ),
+        (
+            "dedicated2_disabled_trace",
+            Box::new(
+                runtime::dedicated(2)
+                    .expect("2 > 0")
+                    .with_trace(NoopSink::shared()),
+            ),
         ),
         ("rayon_adapter", Box::new(RayonSchedule::global())),
     ]
