@@ -61,6 +61,12 @@ impl PoolSchedule {
         Arc::new(self.clone())
     }
 
+    /// How many handles share the pool.
+    #[cfg(test)]
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// The pool's queue, for the model-checking hooks.
     #[cfg(any(test, feature = "loom"))]
     pub(crate) fn pool(&self) -> &Pool {

@@ -147,3 +147,24 @@ fn dropping_a_dedicated_pool_joins_its_workers() {
     // Both detached jobs ran (the queue is drained before shutdown) and their threads exited.
     assert_eq!(Arc::strong_count(&workers), 1);
 }
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "leaves a detached worker running until it sees the shutdown"
+)]
+fn the_last_handle_dropped_on_a_worker_does_not_join_that_worker() {
+    let pool = dedicated(3).unwrap();
+    let last = pool.clone();
+    let (dropped, was_dropped) = mpsc::channel();
+    on_worker(&pool, move || {
+        // Wait until the test thread's handle is gone, so this drop is the last one.
+        while last.handles() > 1 {
+            std::thread::yield_now();
+        }
+        drop(last);
+        dropped.send(()).unwrap();
+    });
+    drop(pool);
+    was_dropped.recv().unwrap();
+}
