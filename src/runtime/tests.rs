@@ -149,10 +149,6 @@ fn dropping_a_dedicated_pool_joins_its_workers() {
 }
 
 #[test]
-#[cfg_attr(
-    miri,
-    ignore = "leaves a detached worker running until it sees the shutdown"
-)]
 fn the_last_handle_dropped_on_a_worker_does_not_join_that_worker() {
     let pool = dedicated(3).unwrap();
     let last = pool.clone();
