@@ -30,8 +30,19 @@ pub(crate) trait Simd: Copy {
     fn add(self, a: Self::V, b: Self::V) -> Self::V;
     /// Lane-wise `a * b`.
     fn mul(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `if a > b { a } else { b }` (x86's `maxps` exactly).
+    fn max(self, a: Self::V, b: Self::V) -> Self::V;
     /// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
     fn fold(self, v: Self::V) -> f32;
+
+    /// Runs `f` in a function of its own, compiled for this backend. The attention kernel
+    /// runs each phase (dot products, softmax, weighted sum) this way: inlined together, the
+    /// constants and broadcasts LLVM hoists out of one phase stay in vector registers across
+    /// the others and push their accumulators onto the stack (measured on the dot products).
+    #[inline(always)]
+    fn outlined<P: Phase<Self>>(self, phase: P) -> P::Output {
+        outlined_baseline(self, phase)
+    }
 
     /// Lane-wise `acc + a * b` (two roundings).
     #[inline(always)]
@@ -47,6 +58,21 @@ pub(crate) trait Simd: Copy {
         pad[..s.len() - full].copy_from_slice(&s[full..]);
         self.load(&pad)
     }
+}
+
+/// A step of a kernel run through [`Simd::outlined`]; `run` must be `#[inline(always)]` so
+/// that it is compiled inside the backend's own function (a closure would not be, and its
+/// intrinsics would turn into calls).
+pub(crate) trait Phase<S: Simd> {
+    /// What the step returns.
+    type Output;
+    /// Runs the step on backend `s`.
+    fn run(self, s: S) -> Self::Output;
+}
+
+#[inline(never)]
+fn outlined_baseline<S: Simd, P: Phase<S>>(s: S, phase: P) -> P::Output {
+    phase.run(s)
 }
 
 /// The backend every target has: plain Rust on `[f32; 8]`.
@@ -86,6 +112,11 @@ impl Simd for Scalar {
     #[inline(always)]
     fn mul(self, a: Self::V, b: Self::V) -> Self::V {
         core::array::from_fn(|l| a[l] * b[l])
+    }
+
+    #[inline(always)]
+    fn max(self, a: Self::V, b: Self::V) -> Self::V {
+        core::array::from_fn(|l| if a[l] > b[l] { a[l] } else { b[l] })
     }
 
     #[inline(always)]
@@ -154,6 +185,12 @@ mod x86 {
         }
 
         #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: SSE2 is baseline; register-only arithmetic.
+            unsafe { (_mm_max_ps(a.0, b.0), _mm_max_ps(a.1, b.1)) }
+        }
+
+        #[inline(always)]
         fn fold(self, v: Self::V) -> f32 {
             // SAFETY: SSE2 is baseline; register-only arithmetic.
             unsafe { fold4(_mm_add_ps(v.0, v.1)) }
@@ -184,8 +221,22 @@ mod x86 {
     }
 
     #[cfg(feature = "std")]
+    #[inline(never)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn outlined_avx2<P: super::Phase<Avx2>>(s: Avx2, phase: P) -> P::Output {
+        phase.run(s)
+    }
+
+    #[cfg(feature = "std")]
     impl Simd for Avx2 {
         type V = __m256;
+
+        #[inline(always)]
+        fn outlined<P: super::Phase<Self>>(self, phase: P) -> P::Output {
+            // SAFETY: an `Avx2` token exists only after AVX2 was detected — the one
+            // requirement of a `target_feature(enable = "avx2")` function; `phase` is safe code.
+            unsafe { outlined_avx2(self, phase) }
+        }
 
         #[inline(always)]
         fn zero(self) -> Self::V {
@@ -223,6 +274,12 @@ mod x86 {
         fn mul(self, a: Self::V, b: Self::V) -> Self::V {
             // SAFETY: AVX2 was detected; register-only arithmetic.
             unsafe { _mm256_mul_ps(a, b) }
+        }
+
+        #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: AVX2 was detected; register-only arithmetic.
+            unsafe { _mm256_max_ps(a, b) }
         }
 
         #[inline(always)]
@@ -280,6 +337,61 @@ pub(crate) fn dots<S: Simd, const R: usize, const C: usize>(
         }
     }
     out
+}
+
+/// [`dots`] for four rows and two keys, with the eight accumulators as named locals: the
+/// generic array form ends up on the stack inside the large attention function.
+#[inline(always)]
+pub(crate) fn dots_4x2<S: Simd>(s: S, q: &[f32], k: &[f32], len: usize) -> [[f32; 2]; 4] {
+    let full = len - len % LANES;
+    let (q0, q1, q2, q3) = (
+        &q[..full],
+        &q[len..len + full],
+        &q[2 * len..2 * len + full],
+        &q[3 * len..3 * len + full],
+    );
+    let (k0, k1) = (&k[..full], &k[len..len + full]);
+    let z = s.zero();
+    let (mut a00, mut a01, mut a10, mut a11) = (z, z, z, z);
+    let (mut a20, mut a21, mut a30, mut a31) = (z, z, z, z);
+    let mut c = 0;
+    while c + LANES <= full {
+        let (x0, x1) = (s.load(&k0[c..c + LANES]), s.load(&k1[c..c + LANES]));
+        let y = s.load(&q0[c..c + LANES]);
+        a00 = s.mul_add(a00, y, x0);
+        a01 = s.mul_add(a01, y, x1);
+        let y = s.load(&q1[c..c + LANES]);
+        a10 = s.mul_add(a10, y, x0);
+        a11 = s.mul_add(a11, y, x1);
+        let y = s.load(&q2[c..c + LANES]);
+        a20 = s.mul_add(a20, y, x0);
+        a21 = s.mul_add(a21, y, x1);
+        let y = s.load(&q3[c..c + LANES]);
+        a30 = s.mul_add(a30, y, x0);
+        a31 = s.mul_add(a31, y, x1);
+        c += LANES;
+    }
+    if full < len {
+        let (x0, x1) = (s.load_tail(&k[..len]), s.load_tail(&k[len..2 * len]));
+        let y = s.load_tail(&q[..len]);
+        a00 = s.mul_add(a00, y, x0);
+        a01 = s.mul_add(a01, y, x1);
+        let y = s.load_tail(&q[len..2 * len]);
+        a10 = s.mul_add(a10, y, x0);
+        a11 = s.mul_add(a11, y, x1);
+        let y = s.load_tail(&q[2 * len..3 * len]);
+        a20 = s.mul_add(a20, y, x0);
+        a21 = s.mul_add(a21, y, x1);
+        let y = s.load_tail(&q[3 * len..4 * len]);
+        a30 = s.mul_add(a30, y, x0);
+        a31 = s.mul_add(a31, y, x1);
+    }
+    [
+        [s.fold(a00), s.fold(a01)],
+        [s.fold(a10), s.fold(a11)],
+        [s.fold(a20), s.fold(a21)],
+        [s.fold(a30), s.fold(a31)],
+    ]
 }
 
 /// `Σ xs[i]` in the lane order above.
@@ -416,9 +528,43 @@ pub(crate) fn accumulate_rows(out: &mut [f32], w: &[f32], rows: &[f32], stride: 
     }
 }
 
-/// The largest element (`-inf` for an empty slice); exact, so its order is immaterial.
+/// Scales `row` in place by `scale`, adds `mask[..row.len()]` if given, and returns the largest
+/// result (`-inf` for an empty row): lane maxima over whole chunks with [`Simd::max`], then the
+/// eight lanes and the ragged tail in order, each step `if x > m { x } else { m }`.
 #[inline(always)]
-pub(crate) fn max(xs: &[f32]) -> f32 {
-    xs.iter()
-        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
+pub(crate) fn scale_mask_max<S: Simd>(
+    s: S,
+    row: &mut [f32],
+    scale: f32,
+    mask: Option<&[f32]>,
+) -> f32 {
+    let len = row.len();
+    let full = len - len % LANES;
+    let k = s.splat(scale);
+    let mut m = s.splat(f32::NEG_INFINITY);
+    let mut c = 0;
+    while c + LANES <= full {
+        let chunk = &mut row[c..c + LANES];
+        let mut v = s.mul(s.load(chunk), k);
+        if let Some(mask) = mask {
+            v = s.add(v, s.load(&mask[c..c + LANES]));
+        }
+        s.store(v, chunk);
+        m = s.max(v, m);
+        c += LANES;
+    }
+    let mut lanes = [0.0f32; LANES];
+    s.store(m, &mut lanes);
+    let mut top = f32::NEG_INFINITY;
+    for x in lanes {
+        top = if x > top { x } else { top };
+    }
+    for (d, x) in row[full..].iter_mut().enumerate() {
+        *x *= scale;
+        if let Some(mask) = mask {
+            *x += mask[full + d];
+        }
+        top = if *x > top { *x } else { top };
+    }
+    top
 }
