@@ -11,7 +11,7 @@ use crate::tensor::Tensor;
 /// Calls with fewer multiply-adds than this (`N·O·OH·OW·C·kH·kW`) run inline on the caller.
 pub const CONV2D_PARALLEL_MIN_WORK: u64 = 1 << 18;
 
-/// Options of [`conv2d`]: stride and zero padding, as `[height, width]`.
+/// Options of [`conv2d()`]: stride and zero padding, as `[height, width]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conv2dOptions {
     /// Step between output positions; both must be at least 1.
@@ -145,11 +145,11 @@ fn rank4(operand: &'static str, t: &Tensor) -> Result<[usize; 4], KernelError> {
     }
 }
 
-/// [`conv2d`] with a given [`KernelConfig`] (variant, work threshold).
+/// [`conv2d()`] with a given [`KernelConfig`] (variant, work threshold).
 ///
 /// # Errors
 ///
-/// As [`conv2d`].
+/// As [`conv2d()`].
 pub fn conv2d_with(
     config: &KernelConfig,
     input: &Tensor,

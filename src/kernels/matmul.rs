@@ -36,11 +36,11 @@ pub fn matmul(a: &Tensor, b: &Tensor, schedule: &dyn Schedule) -> Result<Tensor,
     matmul_with(&KernelConfig::selected(), a, b, schedule)
 }
 
-/// [`matmul`] with a given [`KernelConfig`] (variant, work threshold).
+/// [`matmul()`] with a given [`KernelConfig`] (variant, work threshold).
 ///
 /// # Errors
 ///
-/// As [`matmul`].
+/// As [`matmul()`].
 pub fn matmul_with(
     config: &KernelConfig,
     a: &Tensor,

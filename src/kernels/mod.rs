@@ -4,7 +4,7 @@
 //! [`TensorOps`] value binds them to the schedule they run under.
 //!
 //! * [`scaled_dot_product_attention`] — grouped-query attention over (batch, head) units;
-//! * [`matmul`] — over output rows; [`conv2d`] — over (batch, output channel) planes;
+//! * [`matmul()`] — over output rows; [`conv2d()`] — over (batch, output channel) planes;
 //! * [`parallel_chunks`] — the one way they open a region (inline below a minimum of work);
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`cpu_kernels`] — the registry of compiled variants of the inner loops (portable, AVX2)
@@ -71,20 +71,20 @@ pub trait TensorOps: Send + Sync {
         scaled_dot_product_attention(q, k, v, mask, options, self.schedule().as_ref())
     }
 
-    /// [`matmul`] under these ops' schedule.
+    /// [`matmul()`] under these ops' schedule.
     ///
     /// # Errors
     ///
-    /// As [`matmul`].
+    /// As [`matmul()`].
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor, KernelError> {
         matmul(a, b, self.schedule().as_ref())
     }
 
-    /// [`conv2d`] under these ops' schedule.
+    /// [`conv2d()`] under these ops' schedule.
     ///
     /// # Errors
     ///
-    /// As [`conv2d`].
+    /// As [`conv2d()`].
     fn conv2d(
         &self,
         input: &Tensor,
