@@ -9,11 +9,12 @@ use super::KernelError;
 use crate::schedule::Schedule;
 use crate::tensor::Tensor;
 
-/// Calls holding fewer multiply-adds than this (`b·H·Sq·Sk·hd·2`, causal keys included) run
-/// inline on the caller: below it a region costs more than the second core saves. 2^18 —
-/// chosen from `benches/sdpa_schedule.rs` on a 2-core x86_64 (AVX2) machine: a region costs a
-/// few microseconds there, and the kernel does 2^18 multiply-adds in about 30 µs.
-pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 18;
+/// Calls holding fewer multiply-adds than this (`2·b·H·Sq·Sk·hd`, hidden causal keys included)
+/// run inline on the caller: below it a region costs more than the second core saves. 2^16 —
+/// measured on a 2-core x86_64 (AVX2) machine with `hardware()`, medians of 2000 calls: forking
+/// breaks even at 2^15 multiply-adds (≈ 2 µs of kernel work) and wins 1.2–1.9× at 2^16 and
+/// 1.7× at 2^17 (the seed's 2^20 was tuned for a scalar kernel about 20× slower).
+pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 16;
 
 /// Options of [`scaled_dot_product_attention`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
