@@ -1,19 +1,26 @@
 //! The attention of one (batch, head) unit, in a fixed order.
 //!
-//! Query rows go in blocks of [`ROWS`] so each key loaded serves four rows. Per row `i`: the
-//! scores of the keys it may see (`j < visible(i)`: keys hidden by the causal mask are never
-//! computed), `dot(q_i, k_j) · scale + mask[i, j]` with the dot product in the lane order of
-//! [`dots`]; a two-pass softmax (exact max, then `exp(s - max)` and a lane [`sum`]); then
-//! `Σ_j p_j · v_j` accumulated in increasing `j` by [`accumulate_block`] and divided by the
-//! sum. A row's arithmetic depends on nothing but its own inputs — not on the block it falls in,
-//! not on which other units share a task — so every schedule and every backend gets the same
-//! bits.
+//! Per query row `i`: the scores of the keys it may see (`j < visible(i)`: keys hidden by the
+//! causal mask are never computed), `dot(q_i, k_j) · scale + mask[i, j]` with the dot product
+//! in the lane order of [`dots`]; a two-pass softmax (exact max, then `exp(s - max)` and a lane
+//! [`sum`]); then `Σ_j p_j · v_j` accumulated in increasing `j` by [`accumulate_block`] and
+//! divided by the sum. A row's arithmetic depends on nothing but its own inputs — not on the
+//! block or tile it falls in, not on which other units share a task — so every schedule and
+//! every backend gets the same bits.
+//!
+//! The loop nest only decides what is loaded when: rows go in groups of [`GROUP`] whose scores
+//! are all kept, keys in tiles of [`KEY_TILE`] that stay in cache while every block of
+//! [`ROWS`] rows of the group uses them, and each key load inside a block serves four rows.
 
 use super::exp::exp;
 use super::lanes::{accumulate_block, dots, dots_4x2, scale_mask_max, sum, Phase, Simd};
 
 /// Query rows that share each key load.
 pub(crate) const ROWS: usize = 4;
+/// Query rows whose scores are kept at once (so each key tile is read once per group).
+pub(crate) const GROUP: usize = 64;
+/// Keys per tile: 512 keys of head_dim 64 are 128 KiB of K (or V), well inside L2.
+pub(crate) const KEY_TILE: usize = 512;
 
 /// One (batch, head) unit's operands, already resolved from the tensors (GQA by index).
 #[derive(Clone, Copy)]
@@ -47,48 +54,75 @@ impl Head<'_> {
     }
 }
 
-/// Scratch [`attend_head`] needs: `ROWS · sk` scores.
-pub(crate) fn scratch_len(sk: usize) -> usize {
-    ROWS * sk
+/// Scratch [`attend_head`] needs: the scores of one group of rows.
+pub(crate) fn scratch_len(sq: usize, sk: usize) -> usize {
+    GROUP.min(sq) * sk
 }
 
 /// Writes the unit's `[sq, hd]` output into `out`; `scores` is scratch of [`scratch_len`].
 #[inline(always)]
 pub(crate) fn attend_head<S: Simd>(s: S, h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
     let hd = h.hd;
-    let mut i0 = 0;
-    while i0 < h.sq {
-        let rows = ROWS.min(h.sq - i0);
-        s.outlined(RawScores {
+    let mut g0 = 0;
+    while g0 < h.sq {
+        let rows = GROUP.min(h.sq - g0);
+        let seen = h.visible(g0 + rows - 1);
+        let mut t0 = 0;
+        while t0 < seen {
+            let keys = t0..(t0 + KEY_TILE).min(seen);
+            s.outlined(RawScores {
+                h,
+                g0,
+                rows,
+                keys,
+                scores,
+            });
+            t0 += KEY_TILE;
+        }
+        let mut totals = [0.0f32; GROUP];
+        let mut counts = [0usize; GROUP];
+        s.outlined(Softmax {
             h,
-            i0,
+            g0,
             rows,
             scores,
+            totals: &mut totals,
+            counts: &mut counts,
         });
-        let (totals, counts) = s.outlined(Softmax {
-            h,
-            i0,
-            rows,
-            scores,
-        });
-        s.outlined(WeightedValues {
-            h,
-            rows,
-            totals,
-            counts,
-            scores,
-            block: &mut out[i0 * hd..(i0 + rows) * hd],
-        });
-        i0 += rows;
+        let group = &mut out[g0 * hd..(g0 + rows) * hd];
+        group.fill(0.0);
+        let weighed = counts[..rows].iter().copied().max().unwrap_or(0);
+        let mut t0 = 0;
+        while t0 < weighed {
+            let keys = t0..(t0 + KEY_TILE).min(weighed);
+            s.outlined(WeightedValues {
+                h,
+                rows,
+                keys,
+                counts: &counts,
+                scores,
+                group,
+            });
+            t0 += KEY_TILE;
+        }
+        for (r, o) in group.chunks_exact_mut(hd.max(1)).enumerate() {
+            if counts[r] > 0 {
+                for x in o.iter_mut() {
+                    *x /= totals[r];
+                }
+            }
+        }
+        g0 += rows;
     }
 }
 
-/// The raw dot products of rows `i0 .. i0 + rows` with the keys each sees, into
-/// `scores[r * sk + j]`.
+/// The raw dot products of the group's rows (`g0 ..`) with the keys of one tile that each row
+/// sees, into `scores[r * sk + j]`.
 struct RawScores<'a, 'h> {
     h: &'a Head<'h>,
-    i0: usize,
+    g0: usize,
     rows: usize,
+    keys: core::ops::Range<usize>,
     scores: &'a mut [f32],
 }
 
@@ -99,52 +133,93 @@ impl<S: Simd> Phase<S> for RawScores<'_, '_> {
     fn run(self, s: S) {
         let Self {
             h,
-            i0,
+            g0,
             rows,
+            keys,
             scores,
         } = self;
-        raw_scores(s, h, i0, rows, scores);
+        let (hd, sk) = (h.hd, h.sk);
+        let mut r0 = 0;
+        while r0 + ROWS <= rows {
+            // Four rows share every key load; the last row of the block sees the most keys,
+            // and the scores the others do not see are never read.
+            let q = &h.q[(g0 + r0) * hd..(g0 + r0 + ROWS) * hd];
+            let end = keys.end.min(h.visible(g0 + r0 + ROWS - 1));
+            let mut j = keys.start;
+            while j + 2 <= end {
+                let d = dots_4x2(s, q, &h.k[j * hd..], hd);
+                for (r, dr) in d.iter().enumerate() {
+                    scores[(r0 + r) * sk + j] = dr[0];
+                    scores[(r0 + r) * sk + j + 1] = dr[1];
+                }
+                j += 2;
+            }
+            if j < end {
+                let d = dots::<S, ROWS, 1>(s, q, &h.k[j * hd..], hd);
+                for (r, dr) in d.iter().enumerate() {
+                    scores[(r0 + r) * sk + j] = dr[0];
+                }
+            }
+            r0 += ROWS;
+        }
+        for r in r0..rows {
+            let q = &h.q[(g0 + r) * hd..(g0 + r + 1) * hd];
+            let end = keys.end.min(h.visible(g0 + r));
+            let row = &mut scores[r * sk..(r + 1) * sk];
+            let mut j = keys.start;
+            while j + 4 <= end {
+                let d = dots::<S, 1, 4>(s, q, &h.k[j * hd..], hd);
+                row[j..j + 4].copy_from_slice(&d[0]);
+                j += 4;
+            }
+            while j < end {
+                row[j] = dots::<S, 1, 1>(s, q, &h.k[j * hd..], hd)[0][0];
+                j += 1;
+            }
+        }
     }
 }
 
-/// Softmax weights of the block's rows in place; their sums and weighted key counts.
+/// Turns the group's scores into softmax weights in place; their sums and the number of keys
+/// each row weighs.
 struct Softmax<'a, 'h> {
     h: &'a Head<'h>,
-    i0: usize,
+    g0: usize,
     rows: usize,
     scores: &'a mut [f32],
+    totals: &'a mut [f32; GROUP],
+    counts: &'a mut [usize; GROUP],
 }
 
 impl<S: Simd> Phase<S> for Softmax<'_, '_> {
-    type Output = ([f32; ROWS], [usize; ROWS]);
+    type Output = ();
 
     #[inline(always)]
-    fn run(self, s: S) -> Self::Output {
+    fn run(self, s: S) {
         let Self {
             h,
-            i0,
+            g0,
             rows,
             scores,
+            totals,
+            counts,
         } = self;
-        let mut totals = [0.0f32; ROWS];
-        let mut counts = [0usize; ROWS];
         for r in 0..rows {
-            let i = i0 + r;
+            let i = g0 + r;
             let row = &mut scores[r * h.sk..r * h.sk + h.visible(i)];
             (totals[r], counts[r]) = softmax_row(s, h, i, row);
         }
-        (totals, counts)
     }
 }
 
-/// The block's output rows from its weights.
+/// Adds one tile of keys' weighted values to the group's output rows.
 struct WeightedValues<'a, 'h> {
     h: &'a Head<'h>,
     rows: usize,
-    totals: [f32; ROWS],
-    counts: [usize; ROWS],
+    keys: core::ops::Range<usize>,
+    counts: &'a [usize; GROUP],
     scores: &'a [f32],
-    block: &'a mut [f32],
+    group: &'a mut [f32],
 }
 
 impl<S: Simd> Phase<S> for WeightedValues<'_, '_> {
@@ -155,85 +230,39 @@ impl<S: Simd> Phase<S> for WeightedValues<'_, '_> {
         let Self {
             h,
             rows,
-            totals,
+            keys,
             counts,
             scores,
-            block,
+            group,
         } = self;
-        weighted_values(s, h, rows, &totals, &counts, scores, block);
-    }
-}
-
-#[inline(always)]
-fn raw_scores<S: Simd>(s: S, h: &Head<'_>, i0: usize, rows: usize, scores: &mut [f32]) {
-    let (hd, sk) = (h.hd, h.sk);
-    if rows == ROWS {
-        // Four rows share every key load; the last row of the block sees the most keys,
-        // and the scores the others do not see are never read.
-        let q = &h.q[i0 * hd..(i0 + ROWS) * hd];
-        let seen = h.visible(i0 + ROWS - 1);
-        let mut j = 0;
-        while j + 2 <= seen {
-            let d = dots_4x2(s, q, &h.k[j * hd..], hd);
-            for (r, dr) in d.iter().enumerate() {
-                scores[r * sk + j] = dr[0];
-                scores[r * sk + j + 1] = dr[1];
+        let (hd, sk) = (h.hd, h.sk);
+        let mut r0 = 0;
+        while r0 < rows {
+            let block = ROWS.min(rows - r0);
+            // The keys of the tile every row of a full block weighs share their loads; the rest
+            // go row by row. Per element the additions stay in increasing key order.
+            let shared = if block == ROWS {
+                let shared = counts[r0..r0 + ROWS].iter().copied().min().unwrap_or(0);
+                let end = keys.end.min(shared);
+                if keys.start < end {
+                    let out = &mut group[r0 * hd..(r0 + ROWS) * hd];
+                    let w = &scores[r0 * sk + keys.start..];
+                    let n = end - keys.start;
+                    accumulate_block::<S, ROWS>(s, out, w, sk, n, &h.v[keys.start * hd..], hd);
+                }
+                end.max(keys.start)
+            } else {
+                keys.start
+            };
+            for r in r0..r0 + block {
+                let end = keys.end.min(counts[r]);
+                if shared < end {
+                    let out = &mut group[r * hd..(r + 1) * hd];
+                    let w = &scores[r * sk + shared..r * sk + end];
+                    accumulate_block::<S, 1>(s, out, w, 0, w.len(), &h.v[shared * hd..], hd);
+                }
             }
-            j += 2;
-        }
-        if j < seen {
-            let d = dots::<S, ROWS, 1>(s, q, &h.k[j * hd..], hd);
-            for (r, dr) in d.iter().enumerate() {
-                scores[r * sk + j] = dr[0];
-            }
-        }
-    } else {
-        for r in 0..rows {
-            let q = &h.q[(i0 + r) * hd..(i0 + r + 1) * hd];
-            let seen = h.visible(i0 + r);
-            let row = &mut scores[r * sk..(r + 1) * sk];
-            let mut j = 0;
-            while j + 4 <= seen {
-                let d = dots::<S, 1, 4>(s, q, &h.k[j * hd..], hd);
-                row[j..j + 4].copy_from_slice(&d[0]);
-                j += 4;
-            }
-            while j < seen {
-                row[j] = dots::<S, 1, 1>(s, q, &h.k[j * hd..], hd)[0][0];
-                j += 1;
-            }
-        }
-    }
-}
-
-/// `out` rows of the block: `Σ_j p_j · v_j / total` per row (zeros for a row with no weight).
-#[inline(always)]
-fn weighted_values<S: Simd>(
-    s: S,
-    h: &Head<'_>,
-    rows: usize,
-    totals: &[f32; ROWS],
-    counts: &[usize; ROWS],
-    scores: &[f32],
-    block: &mut [f32],
-) {
-    let (hd, sk) = (h.hd, h.sk);
-    block.fill(0.0);
-    // The keys every row of the block weighs share their loads; the rest go row by row.
-    let shared = if rows == ROWS {
-        let shared = counts.iter().copied().min().unwrap_or(0);
-        accumulate_block::<S, ROWS>(s, block, scores, sk, shared, h.v, hd);
-        shared
-    } else {
-        0
-    };
-    for (r, o) in block.chunks_exact_mut(hd.max(1)).enumerate().take(rows) {
-        if counts[r] > 0 {
-            let w = &scores[r * sk + shared..r * sk + counts[r]];
-            accumulate_block::<S, 1>(s, o, w, 0, w.len(), &h.v[shared * hd..], hd);
-            for x in o.iter_mut() {
-                *x /= totals[r];
-            }
+            r0 += block;
         }
     }
 }

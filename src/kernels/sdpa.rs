@@ -115,7 +115,7 @@ pub fn scaled_dot_product_attention_with(
         work,
         config.threshold(SDPA_PARALLEL_MIN_WORK),
         &|units, chunk| {
-            let mut scores = vec![0.0f32; scratch_len(sk)];
+            let mut scores = vec![0.0f32; scratch_len(sq, sk)];
             for (unit, o) in units.zip(chunk.chunks_exact_mut(sq * hd)) {
                 let (bi, h) = (unit / heads, unit % heads);
                 let kv_unit = bi * kv_heads + h / group;
