@@ -506,3 +506,43 @@ fn a_pool_call_under_the_threshold_emits_nothing() {
     traced_call(&schedule, 1, 16, 16);
     assert!(sink.events().is_empty());
 }
+
+#[test]
+fn several_row_groups_and_key_tiles_keep_parity_and_accuracy() {
+    // 70 query rows (a group of 64 and one of 6) over 1100 keys (three tiles of 512).
+    let (b, heads, kv_heads, sq, sk, hd) = (1, 4, 2, 70, 1100, 24);
+    let q = uniform(&[b, heads, sq, hd], 21);
+    let k = uniform(&[b, kv_heads, sk, hd], 22);
+    let v = uniform(&[b, kv_heads, sk, hd], 23);
+    let mask = sparse_mask(&[sq, sk], 24, 3);
+    let portable = KernelConfig::new(cpu_kernels().find("portable").unwrap());
+    for causal in [false, true] {
+        let o = opts(causal, None);
+        let want =
+            scaled_dot_product_attention_with(&portable, &q, &k, &v, Some(&mask), &o, &Sequential)
+                .unwrap();
+        let err = max_abs_diff(
+            want.data(),
+            &reference_sdpa(&q, &k, &v, Some(&mask), None, causal),
+        );
+        assert!(err <= 1e-5, "causal={causal}: max abs error {err:e}");
+        for s in all_schedules() {
+            let got = scaled_dot_product_attention_with(
+                &forking(),
+                &q,
+                &k,
+                &v,
+                Some(&mask),
+                &o,
+                s.as_ref(),
+            )
+            .unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} causal={causal}",
+                s.name()
+            );
+        }
+    }
+}
