@@ -137,8 +137,8 @@ pub fn out_of_order_schedules() -> Vec<Arc<dyn Schedule>> {
 
 /// The real threaded schedules of the enabled features: `hardware()`, `dedicated(1..=4)`,
 /// `RayonSchedule::global()`.
+#[allow(unused_mut, clippy::vec_init_then_push)] // the pushes depend on the features
 pub fn runtime_schedules() -> Vec<Arc<dyn Schedule>> {
-    #[allow(unused_mut)]
     let mut list: Vec<Arc<dyn Schedule>> = Vec::new();
     #[cfg(feature = "parallel")]
     {
