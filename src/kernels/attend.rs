@@ -13,7 +13,8 @@
 //! [`ROWS`] rows of the group uses them, and each key load inside a block serves four rows.
 
 use super::exp::exp;
-use super::lanes::{accumulate_block, dots, dots_4x2, scale_mask_max, sum, Phase, Simd};
+use super::lanes::{accumulate_block, dots, dots_4x2, scale_mask_max, sum};
+use super::simd::{Phase, Simd};
 
 /// Query rows that share each key load.
 pub(crate) const ROWS: usize = 4;

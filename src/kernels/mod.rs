@@ -23,6 +23,7 @@ mod lanes;
 pub mod matmul;
 pub mod ops;
 pub mod sdpa;
+mod simd;
 mod variants;
 
 pub use chunks::parallel_chunks;

@@ -4,13 +4,14 @@
 //! plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
 //! (x86_64's baseline vectors, priority 5) and `avx2` (x86_64 with `std`, priority 10,
 //! available when the CPU reports AVX2). The backends implement the same lane-wise IEEE
-//! primitives and the same fixed fold (see `lanes.rs`), so every variant returns the same bits;
+//! primitives and the same fixed fold (see `simd.rs`), so every variant returns the same bits;
 //! only the speed differs. Each call looks its variant up ([`selected_kernels`]), so the
 //! registry really decides what runs.
 
 use super::attend::{attend_head, Head};
 use super::conv::{conv_plane, ConvPlane};
-use super::lanes::{accumulate_rows, Scalar};
+use super::lanes::accumulate_rows;
+use super::simd::Scalar;
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
@@ -102,7 +103,7 @@ mod x86 {
     //! compile the same source with AVX2 enabled and run it only with a detected [`Avx2`]
     //! token, falling back to SSE2 otherwise, so calling one is always sound.
     use super::*;
-    use crate::kernels::lanes::Sse2;
+    use crate::kernels::simd::Sse2;
 
     fn sse2_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
         attend_head(Sse2, h, out, scores);
@@ -122,7 +123,7 @@ mod x86 {
     #[cfg(feature = "std")]
     mod avx2 {
         use super::*;
-        use crate::kernels::lanes::Avx2;
+        use crate::kernels::simd::Avx2;
 
         fn has_avx2() -> bool {
             Avx2::detect().is_some()

@@ -1,0 +1,297 @@
+//! [`Simd`]: eight f32 lanes and the exactly rounded primitives the kernels are made of, on
+//! every backend.
+//!
+//! A reduction keeps [`LANES`] = 8 independent accumulators: element `d` of a dot product goes
+//! to lane `d % 8` in increasing `d` (a ragged tail is a zero-padded last chunk), and the lanes
+//! fold in a fixed tree, `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`. That order is the contract;
+//! [`Simd`] is how it is executed. Each backend implements the same primitives — lane-wise IEEE
+//! `+` and `*` (never fused) and that fold — so the generic kernels compiled on any backend
+//! return the same bits: [`Scalar`] (plain Rust, every target), `Sse2` (x86_64 baseline) and
+//! `Avx2` (detected at run time). Explicit vectors, rather than arrays left to the
+//! auto-vectoriser, because LLVM's SLP vectoriser splits fold trees and multi-accumulator loops
+//! unpredictably (measured: 3× slower dot products).
+
+/// The number of independent accumulators of a reduction.
+pub(crate) const LANES: usize = 8;
+
+/// Eight f32 lanes and the primitives the kernels use. `Self` is a token proving the CPU
+/// supports the backend; every method is lane-wise and exactly rounded.
+pub(crate) trait Simd: Copy {
+    /// Eight lanes.
+    type V: Copy;
+    /// All lanes `+0.0`.
+    fn zero(self) -> Self::V;
+    /// All lanes `x`.
+    fn splat(self, x: f32) -> Self::V;
+    /// `s[0..8]` (`s` must hold at least 8 values).
+    fn load(self, s: &[f32]) -> Self::V;
+    /// Writes the lanes to `s[0..8]`.
+    fn store(self, v: Self::V, s: &mut [f32]);
+    /// Lane-wise `a + b`.
+    fn add(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `a * b`.
+    fn mul(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `if a > b { a } else { b }` (x86's `maxps` exactly).
+    fn max(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
+    fn fold(self, v: Self::V) -> f32;
+
+    /// Runs `phase` in a function of its own, compiled for this backend. The attention kernel
+    /// runs each phase (dot products, softmax, weighted sum) this way: inlined together, the
+    /// constants and broadcasts LLVM hoists out of one phase stay in vector registers across
+    /// the others and push their accumulators onto the stack (measured on the dot products).
+    #[inline(always)]
+    fn outlined<P: Phase<Self>>(self, phase: P) -> P::Output {
+        outlined_baseline(self, phase)
+    }
+
+    /// Lane-wise `acc + a * b` (two roundings).
+    #[inline(always)]
+    fn mul_add(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+        self.add(acc, self.mul(a, b))
+    }
+
+    /// The first `s.len() % 8` values after the last whole chunk, zero-padded to 8 lanes.
+    #[inline(always)]
+    fn load_tail(self, s: &[f32]) -> Self::V {
+        let mut pad = [0.0f32; LANES];
+        let full = s.len() - s.len() % LANES;
+        pad[..s.len() - full].copy_from_slice(&s[full..]);
+        self.load(&pad)
+    }
+}
+
+/// A step of a kernel run through [`Simd::outlined`]; `run` must be `#[inline(always)]` so
+/// that it is compiled inside the backend's own function (a closure would not be, and its
+/// intrinsics would turn into calls).
+pub(crate) trait Phase<S: Simd> {
+    /// What the step returns.
+    type Output;
+    /// Runs the step on backend `s`.
+    fn run(self, s: S) -> Self::Output;
+}
+
+#[inline(never)]
+fn outlined_baseline<S: Simd, P: Phase<S>>(s: S, phase: P) -> P::Output {
+    phase.run(s)
+}
+
+/// The backend every target has: plain Rust on `[f32; 8]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scalar;
+
+impl Simd for Scalar {
+    type V = [f32; LANES];
+
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        [0.0; LANES]
+    }
+
+    #[inline(always)]
+    fn splat(self, x: f32) -> Self::V {
+        [x; LANES]
+    }
+
+    #[inline(always)]
+    fn load(self, s: &[f32]) -> Self::V {
+        let mut v = [0.0; LANES];
+        v.copy_from_slice(&s[..LANES]);
+        v
+    }
+
+    #[inline(always)]
+    fn store(self, v: Self::V, s: &mut [f32]) {
+        s[..LANES].copy_from_slice(&v);
+    }
+
+    #[inline(always)]
+    fn add(self, a: Self::V, b: Self::V) -> Self::V {
+        core::array::from_fn(|l| a[l] + b[l])
+    }
+
+    #[inline(always)]
+    fn mul(self, a: Self::V, b: Self::V) -> Self::V {
+        core::array::from_fn(|l| a[l] * b[l])
+    }
+
+    #[inline(always)]
+    fn max(self, a: Self::V, b: Self::V) -> Self::V {
+        core::array::from_fn(|l| if a[l] > b[l] { a[l] } else { b[l] })
+    }
+
+    #[inline(always)]
+    fn fold(self, v: Self::V) -> f32 {
+        ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub(crate) use x86::Avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::Sse2;
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Simd, LANES};
+    use core::arch::x86_64::*;
+
+    /// SSE2, part of the x86_64 baseline: two 4-lane registers.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Sse2;
+
+    impl Simd for Sse2 {
+        type V = (__m128, __m128);
+
+        #[inline(always)]
+        fn zero(self) -> Self::V {
+            // SAFETY: SSE2 is part of the x86_64 baseline; the intrinsic reads no memory.
+            unsafe { (_mm_setzero_ps(), _mm_setzero_ps()) }
+        }
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> Self::V {
+            // SAFETY: SSE2 is part of the x86_64 baseline.
+            unsafe { (_mm_set1_ps(x), _mm_set1_ps(x)) }
+        }
+
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> Self::V {
+            let s = &s[..LANES];
+            // SAFETY: SSE2 is baseline; `s` holds 8 values, so both unaligned 16-byte loads
+            // stay inside it.
+            unsafe { (_mm_loadu_ps(s.as_ptr()), _mm_loadu_ps(s.as_ptr().add(4))) }
+        }
+
+        #[inline(always)]
+        fn store(self, v: Self::V, s: &mut [f32]) {
+            let s = &mut s[..LANES];
+            // SAFETY: SSE2 is baseline; `s` holds 8 values, exclusively borrowed.
+            unsafe {
+                _mm_storeu_ps(s.as_mut_ptr(), v.0);
+                _mm_storeu_ps(s.as_mut_ptr().add(4), v.1);
+            }
+        }
+
+        #[inline(always)]
+        fn add(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: SSE2 is baseline; register-only arithmetic.
+            unsafe { (_mm_add_ps(a.0, b.0), _mm_add_ps(a.1, b.1)) }
+        }
+
+        #[inline(always)]
+        fn mul(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: SSE2 is baseline; register-only arithmetic.
+            unsafe { (_mm_mul_ps(a.0, b.0), _mm_mul_ps(a.1, b.1)) }
+        }
+
+        #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: SSE2 is baseline; register-only arithmetic.
+            unsafe { (_mm_max_ps(a.0, b.0), _mm_max_ps(a.1, b.1)) }
+        }
+
+        #[inline(always)]
+        fn fold(self, v: Self::V) -> f32 {
+            // SAFETY: SSE2 is baseline; register-only arithmetic.
+            unsafe { fold4(_mm_add_ps(v.0, v.1)) }
+        }
+    }
+
+    /// `(h0+h2) + (h1+h3)` of `h = [l0+l4, l1+l5, l2+l6, l3+l7]`.
+    #[inline(always)]
+    unsafe fn fold4(h: __m128) -> f32 {
+        let q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps::<1>(q, q)))
+    }
+
+    /// AVX2 (one 8-lane register); a value exists only where the CPU has it.
+    #[cfg(feature = "std")]
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Avx2 {
+        _detected: (),
+    }
+
+    #[cfg(feature = "std")]
+    impl Avx2 {
+        /// The token, if this CPU supports AVX2.
+        #[inline(always)]
+        pub(crate) fn detect() -> Option<Self> {
+            std::is_x86_feature_detected!("avx2").then_some(Self { _detected: () })
+        }
+    }
+
+    #[cfg(feature = "std")]
+    #[inline(never)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn outlined_avx2<P: super::Phase<Avx2>>(s: Avx2, phase: P) -> P::Output {
+        phase.run(s)
+    }
+
+    #[cfg(feature = "std")]
+    impl Simd for Avx2 {
+        type V = __m256;
+
+        #[inline(always)]
+        fn outlined<P: super::Phase<Self>>(self, phase: P) -> P::Output {
+            // SAFETY: an `Avx2` token exists only after AVX2 was detected — the one
+            // requirement of a `target_feature(enable = "avx2")` function; `phase` is safe code.
+            unsafe { outlined_avx2(self, phase) }
+        }
+
+        #[inline(always)]
+        fn zero(self) -> Self::V {
+            // SAFETY: an `Avx2` token exists only after AVX2 was detected.
+            unsafe { _mm256_setzero_ps() }
+        }
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> Self::V {
+            // SAFETY: AVX2 was detected (the token exists).
+            unsafe { _mm256_set1_ps(x) }
+        }
+
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> Self::V {
+            let s = &s[..LANES];
+            // SAFETY: AVX2 was detected; `s` holds 8 values, so the 32-byte load is in bounds.
+            unsafe { _mm256_loadu_ps(s.as_ptr()) }
+        }
+
+        #[inline(always)]
+        fn store(self, v: Self::V, s: &mut [f32]) {
+            let s = &mut s[..LANES];
+            // SAFETY: AVX2 was detected; `s` holds 8 values, exclusively borrowed.
+            unsafe { _mm256_storeu_ps(s.as_mut_ptr(), v) }
+        }
+
+        #[inline(always)]
+        fn add(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: AVX2 was detected; register-only arithmetic.
+            unsafe { _mm256_add_ps(a, b) }
+        }
+
+        #[inline(always)]
+        fn mul(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: AVX2 was detected; register-only arithmetic.
+            unsafe { _mm256_mul_ps(a, b) }
+        }
+
+        #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: AVX2 was detected; register-only arithmetic.
+            unsafe { _mm256_max_ps(a, b) }
+        }
+
+        #[inline(always)]
+        fn fold(self, v: Self::V) -> f32 {
+            // SAFETY: AVX2 was detected; register-only arithmetic.
+            unsafe {
+                fold4(_mm_add_ps(
+                    _mm256_castps256_ps128(v),
+                    _mm256_extractf128_ps::<1>(v),
+                ))
+            }
+        }
+    }
+}
