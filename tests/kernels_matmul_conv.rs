@@ -153,6 +153,21 @@ fn matmul_rejects_a_right_operand_that_is_not_rank_2() {
     );
 }
 
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn matmul_rejects_an_output_too_large_to_index() {
+    // Both operands are empty (k = 0), but the output would hold 2^80 values.
+    let a = Tensor::zeros(vec![1 << 40, 0]).unwrap();
+    let b = Tensor::zeros(vec![0, 1 << 40]).unwrap();
+    assert_eq!(
+        matmul(&a, &b, &Sequential).unwrap_err(),
+        KernelError::MatmulTooLarge {
+            a: vec![1 << 40, 0],
+            b: vec![0, 1 << 40]
+        }
+    );
+}
+
 #[test]
 fn matmul_rejects_mismatched_inner_dimensions() {
     let e = matmul(&uniform(&[3, 4], 1), &uniform(&[5, 2], 2), &Sequential).unwrap_err();
@@ -362,6 +377,22 @@ fn conv2d_options_default_to_unit_stride_and_no_padding() {
         Conv2dOptions {
             stride: [1, 1],
             padding: [0, 0]
+        }
+    );
+}
+
+#[test]
+fn conv2d_rejects_padding_too_large_to_index() {
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [usize::MAX / 2, 0],
+    };
+    assert_eq!(
+        conv_err(&[1, 1, 2, 2], &[1, 1, 1, 1], None, o),
+        KernelError::ConvTooLarge {
+            input: vec![1, 1, 2, 2],
+            weight: vec![1, 1, 1, 1],
+            padding: [usize::MAX / 2, 0]
         }
     );
 }

@@ -116,7 +116,8 @@ pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
 ///
 /// [`KernelError::Rank`] for an input or weight that is not rank 4 or a bias that is not
 /// rank 1; [`KernelError::ConvChannelMismatch`], [`KernelError::ConvBiasShape`],
-/// [`KernelError::ConvZeroStride`], [`KernelError::ConvKernelTooLarge`].
+/// [`KernelError::ConvZeroStride`], [`KernelError::ConvKernelTooLarge`],
+/// [`KernelError::ConvTooLarge`].
 pub fn conv2d(
     input: &Tensor,
     weight: &Tensor,
@@ -187,7 +188,16 @@ pub fn conv2d_with(
     if stride[0] == 0 || stride[1] == 0 {
         return Err(KernelError::ConvZeroStride { stride });
     }
-    let (ph, pw) = (h + 2 * padding[0], w + 2 * padding[1]);
+    let too_large = || KernelError::ConvTooLarge {
+        input: input.shape().to_vec(),
+        weight: weight.shape().to_vec(),
+        padding,
+    };
+    let pad = |x: usize, p: usize| p.checked_mul(2).and_then(|p2| x.checked_add(p2));
+    let (ph, pw) = match (pad(h, padding[0]), pad(w, padding[1])) {
+        (Some(ph), Some(pw)) => (ph, pw),
+        _ => return Err(too_large()),
+    };
     if kh > ph || kw > pw {
         return Err(KernelError::ConvKernelTooLarge {
             input: input.shape().to_vec(),
@@ -196,10 +206,14 @@ pub fn conv2d_with(
         });
     }
     let out_hw = [(ph - kh) / stride[0] + 1, (pw - kw) / stride[1] + 1];
-    let plane = out_hw[0] * out_hw[1];
-    let mut out = vec![0.0f32; n * o * plane];
+    let plane = out_hw[0].checked_mul(out_hw[1]).ok_or_else(too_large)?;
+    let len = plane
+        .checked_mul(n)
+        .and_then(|x| x.checked_mul(o))
+        .ok_or_else(too_large)?;
+    let mut out = vec![0.0f32; len];
     let taps = c * kh * kw;
-    let work = (n * o * plane) as u64 * taps as u64;
+    let work = (out.len() as u64).saturating_mul(taps as u64);
     let kernel = config.kernels().conv_plane;
     let (id, wd) = (input.data(), weight.data());
     let bias = bias.map(Tensor::data);

@@ -84,6 +84,13 @@ pub enum KernelError {
         /// The right shape.
         b: Vec<usize>,
     },
+    /// matmul: the output `[.., m, n]` has more elements than `usize` holds.
+    MatmulTooLarge {
+        /// The left shape.
+        a: Vec<usize>,
+        /// The right shape.
+        b: Vec<usize>,
+    },
     /// conv2d: the input's channels differ from the weight's input channels.
     ConvChannelMismatch {
         /// The input shape `[N, C, H, W]`.
@@ -105,6 +112,15 @@ pub enum KernelError {
     },
     /// conv2d: the kernel is larger than the padded input, so there is no output position.
     ConvKernelTooLarge {
+        /// The input shape.
+        input: Vec<usize>,
+        /// The weight shape.
+        weight: Vec<usize>,
+        /// The padding given.
+        padding: [usize; 2],
+    },
+    /// conv2d: the padded input or the output has more elements than `usize` holds.
+    ConvTooLarge {
         /// The input shape.
         input: Vec<usize>,
         /// The weight shape.
@@ -158,6 +174,10 @@ impl fmt::Display for KernelError {
             Self::MatmulInnerMismatch { a, b } => {
                 write!(f, "matmul: inner dimensions of a {a:?} and b {b:?} differ")
             }
+            Self::MatmulTooLarge { a, b } => write!(
+                f,
+                "matmul: the product of a {a:?} and b {b:?} is too large to index"
+            ),
             Self::ConvChannelMismatch { input, weight } => write!(
                 f,
                 "conv2d: channels of input {input:?} differ from weight {weight:?}"
@@ -176,6 +196,14 @@ impl fmt::Display for KernelError {
             } => write!(
                 f,
                 "conv2d: weight {weight:?} is larger than input {input:?} padded by {padding:?}"
+            ),
+            Self::ConvTooLarge {
+                input,
+                weight,
+                padding,
+            } => write!(
+                f,
+                "conv2d: input {input:?} padded by {padding:?} with weight {weight:?} is too large to index"
             ),
             Self::DisjointSplit(err) => write!(f, "kernel output split failed: {err}"),
         }

@@ -32,7 +32,8 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 /// # Errors
 ///
 /// [`KernelError::Rank`] when `a` has rank below 2 or `b` is not rank 2;
-/// [`KernelError::MatmulInnerMismatch`] when `a`'s last dimension differs from `b`'s first.
+/// [`KernelError::MatmulInnerMismatch`] when `a`'s last dimension differs from `b`'s first;
+/// [`KernelError::MatmulTooLarge`] when the output has more elements than `usize` holds.
 pub fn matmul(a: &Tensor, b: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
     matmul_with(&KernelConfig::selected(), a, b, schedule)
 }
@@ -72,10 +73,18 @@ pub fn matmul_with(
             b: b.shape().to_vec(),
         });
     }
-    let rows: usize = a_shape[..a_shape.len() - 1].iter().product();
+    let too_large = || KernelError::MatmulTooLarge {
+        a: a_shape.to_vec(),
+        b: b.shape().to_vec(),
+    };
+    let rows = a_shape[..a_shape.len() - 1]
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(too_large)?;
     let mut out_shape = a_shape.to_vec();
     *out_shape.last_mut().expect("rank >= 2") = n;
-    let mut out = vec![0.0f32; rows * n];
+    let len = rows.checked_mul(n).ok_or_else(too_large)?;
+    let mut out = vec![0.0f32; len];
     let rows_kernel = config.kernels().matmul_rows;
     let (ad, bd) = (a.data(), b.data());
     parallel_chunks(

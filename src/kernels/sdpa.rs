@@ -104,7 +104,10 @@ pub fn scaled_dot_product_attention_with(
     let mask = mask.map(|m| MaskRows::new(m, &dims));
     let group = heads / kv_heads.max(1);
     let mut out = vec![0.0f32; b * heads * sq * hd];
-    let work = 2 * (b * heads) as u64 * (sq * sk * hd) as u64;
+    // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
+    let work = [b, heads, sq, sk, hd]
+        .iter()
+        .fold(2u64, |w, &d| w.saturating_mul(d as u64));
     let attend = config.kernels().attend;
     let (qd, kd, vd) = (q.data(), k.data(), v.data());
     parallel_chunks(
