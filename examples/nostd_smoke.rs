@@ -5,7 +5,8 @@
 //! ```
 //!
 //! On `target_os = "none"` this is a `#![no_std]`, `#![no_main]` program with a bump allocator
-//! and a panic handler, whose entry point runs a `Sequential` region and a registry lookup. On
+//! and a panic handler, whose entry point runs a `Sequential` region, a registry lookup and
+//! grouped-query causal attention under `Sequential`. On
 //! a hosted target it is an ordinary program that runs the same code, so `cargo test` builds it
 //! too.
 #![cfg_attr(target_os = "none", no_std, no_main)]
@@ -15,7 +16,9 @@ extern crate alloc;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
+use skainet_schedule::kernels::sdpa::{scaled_dot_product_attention, SdpaOptions};
 use skainet_schedule::registry::KernelDispatch;
+use skainet_schedule::tensor::Tensor;
 use skainet_schedule::{Schedule, ScheduleExt, Sequential};
 
 /// Runs a region and a registry lookup; returns a checksum the caller can test.
@@ -39,7 +42,22 @@ fn smoke() -> usize {
     });
     let filled: usize = if written.is_ok() { out.iter().sum() } else { 0 };
 
-    double(sum.load(Ordering::Relaxed)) + filled // 90 + 6
+    double(sum.load(Ordering::Relaxed)) + filled + attention_checksum() // 90 + 6 + 4
+}
+
+/// Two query heads over one K/V head, causal: returns how many outputs are finite (4 of 4).
+fn attention_checksum() -> usize {
+    let q = Tensor::from_fn(alloc::vec![1, 2, 1, 2], |i| i as f32 * 0.25);
+    let kv = Tensor::from_fn(alloc::vec![1, 1, 2, 2], |i| 1.0 - i as f32 * 0.5);
+    let (Ok(q), Ok(kv)) = (q, kv) else { return 0 };
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    match scaled_dot_product_attention(&q, &kv, &kv, None, &options, &Sequential) {
+        Ok(out) => out.data().iter().filter(|x| x.is_finite()).count(),
+        Err(_) => 0,
+    }
 }
 
 #[cfg(target_os = "none")]
@@ -48,7 +66,7 @@ mod bare_metal {
     use core::cell::UnsafeCell;
     use core::sync::atomic::{AtomicUsize, Ordering};
 
-    const HEAP_SIZE: usize = 16 * 1024;
+    const HEAP_SIZE: usize = 256 * 1024;
 
     /// A bump allocator over a static buffer; it never frees.
     struct Bump {
@@ -110,6 +128,6 @@ mod bare_metal {
 
 #[cfg(not(target_os = "none"))]
 fn main() {
-    assert_eq!(smoke(), 96);
-    println!("nostd_smoke: ok (checksum 96)");
+    assert_eq!(smoke(), 100);
+    println!("nostd_smoke: ok (checksum 100)");
 }

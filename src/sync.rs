@@ -132,6 +132,7 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
 /// dozen yields (tens of microseconds, like rayon's workers before they sleep), so that back-to
 /// -back regions find their helpers awake; none inside a loom model, where polling would only
 /// multiply the interleavings to explore.
+#[cfg(feature = "std")]
 #[inline]
 pub(crate) fn spin_rounds() -> u32 {
     if cfg!(feature = "loom") {
@@ -146,6 +147,7 @@ const YIELDS: u32 = 32;
 
 /// Round `round` of a poll loop: a CPU hint for the first rounds, then a yield to the OS
 /// scheduler (so a poller on a busy machine gives its core to the thread it waits for).
+#[cfg(feature = "std")]
 #[inline]
 pub(crate) fn spin_round(round: u32) {
     #[cfg(feature = "loom")]
@@ -161,6 +163,7 @@ pub(crate) fn spin_round(round: u32) {
             std::thread::yield_now();
         }
     }
+
 }
 
 /// A process-wide value initialised once (std only; loom models build their pools locally).
