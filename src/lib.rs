@@ -79,8 +79,8 @@ pub use kernels::{
     conv2d, matmul, scaled_dot_product_attention, Conv2dOptions, CpuOps, KernelError, SdpaOptions,
 };
 pub use schedule::{
-    chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, HintError,
-    Schedule, ScheduleExt, ScheduleHint, ScheduleRef, Sequential, SCHEDULE_KEY,
+    chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, HintError, Schedule,
+    ScheduleExt, ScheduleHint, ScheduleRef, Sequential, SCHEDULE_KEY,
 };
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
 

@@ -163,7 +163,6 @@ pub(crate) fn spin_round(round: u32) {
             std::thread::yield_now();
         }
     }
-
 }
 
 /// A process-wide value initialised once (std only; loom models build their pools locally).

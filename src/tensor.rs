@@ -49,7 +49,10 @@ impl fmt::Display for TensorError {
                 "tensor of shape {shape:?} needs {expected} values, got {actual}"
             ),
             Self::TooLarge { shape } => {
-                write!(f, "tensor of shape {shape:?} has more elements than usize holds")
+                write!(
+                    f,
+                    "tensor of shape {shape:?} has more elements than usize holds"
+                )
             }
         }
     }

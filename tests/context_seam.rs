@@ -168,7 +168,10 @@ fn with_schedule_on_the_decorator_yields_a_sibling_over_the_same_base() {
 fn run_under_scopes_the_schedule_and_leaves_the_context_alone() {
     let base: ContextRef = Arc::new(OpsContext::new(Arc::new(Rebuildable(Sequential::shared()))));
     let seen = base.run_under(named("dedicated(3)", 3), |ctx| {
-        (ctx.schedule().name().to_string(), ctx.ops().schedule().parallelism())
+        (
+            ctx.schedule().name().to_string(),
+            ctx.ops().schedule().parallelism(),
+        )
     });
     assert_eq!(seen, ("dedicated(3)".to_string(), 3));
     assert_eq!(base.schedule().name(), "sequential");

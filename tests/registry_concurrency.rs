@@ -95,7 +95,10 @@ fn sixteen_threads_dispatching_lose_nothing_and_latest_wins() {
     for t in 0..THREADS {
         assert_eq!(snapshot[&format!("k{t}")].as_ref(), &(PER_THREAD - 1));
         for i in 0..PER_THREAD {
-            assert_eq!(snapshot[&format!("k{t}-{i}")].as_ref(), &(t * PER_THREAD + i));
+            assert_eq!(
+                snapshot[&format!("k{t}-{i}")].as_ref(),
+                &(t * PER_THREAD + i)
+            );
         }
     }
 }

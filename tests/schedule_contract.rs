@@ -4,9 +4,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use skainet_schedule::{
-    tasks_for, Chunks, DisjointError, Schedule, ScheduleExt, Sequential,
-};
+use skainet_schedule::{tasks_for, Chunks, DisjointError, Schedule, ScheduleExt, Sequential};
 
 /// Runs the shared chunking inline, in order, on the calling thread: the arithmetic of a
 /// parallel schedule without threads.
@@ -152,7 +150,13 @@ fn for_chunks_mut_rejects_a_ragged_buffer() {
     let r = Sequential.for_chunks_mut("fill", &mut out, 2, 1, &|_, _| {
         panic!("must not run");
     });
-    assert_eq!(r, Err(DisjointError::RaggedLength { len: 7, unit_len: 2 }));
+    assert_eq!(
+        r,
+        Err(DisjointError::RaggedLength {
+            len: 7,
+            unit_len: 2
+        })
+    );
 }
 
 #[test]

@@ -257,7 +257,10 @@ mod tests {
         );
         assert_eq!(s.take(0..60).unwrap().len(), 60);
         assert_eq!(s.take(131..200).unwrap().len(), 69);
-        assert_eq!(s.take(130..131).unwrap_err(), DisjointError::Overlap { unit: 130 });
+        assert_eq!(
+            s.take(130..131).unwrap_err(),
+            DisjointError::Overlap { unit: 130 }
+        );
     }
 
     #[test]
@@ -268,7 +271,10 @@ mod tests {
         assert_eq!(s.take(5..5).unwrap().len(), 0);
         let all = s.take(0..128).unwrap();
         all.fill(7);
-        assert_eq!(s.take(64..65).unwrap_err(), DisjointError::Overlap { unit: 64 });
+        assert_eq!(
+            s.take(64..65).unwrap_err(),
+            DisjointError::Overlap { unit: 64 }
+        );
         assert!(v.iter().all(|&x| x == 7));
     }
 }

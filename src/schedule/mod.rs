@@ -70,13 +70,7 @@ pub trait Schedule: Send + Sync {
     /// [`for_range`](Schedule::for_range), with the name of the operation that opened the
     /// region, for trace events (`ScheduleRegion { op, .. }`). Schedules that trace override
     /// it; the default ignores `op`.
-    fn for_range_op(
-        &self,
-        op: &str,
-        n: usize,
-        grain: usize,
-        body: &(dyn Fn(usize, usize) + Sync),
-    ) {
+    fn for_range_op(&self, op: &str, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
         let _ = op;
         self.for_range(n, grain, body);
     }
