@@ -58,6 +58,7 @@ pub trait KernelProvider: Send + Sync {
 /// Providers of one kind of kernel, highest priority first.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use std::sync::Arc;
 /// use skainet_schedule::registry::{KernelProvider, KernelRegistry};
 /// struct P(&'static str, i32, bool);
@@ -72,6 +73,7 @@ pub trait KernelProvider: Send + Sync {
 /// reg.register(Arc::new(P("avx2", 10, true)));
 /// assert_eq!(reg.best_available().unwrap().name(), "avx2");
 /// assert_eq!(reg.find("AVX512").unwrap().priority(), 20);
+/// # }
 /// ```
 pub struct KernelRegistry<P: ?Sized> {
     providers: Snapshot<Vec<Arc<P>>>,
@@ -150,6 +152,7 @@ impl<P: ?Sized + KernelProvider> fmt::Debug for KernelRegistry<P> {
 /// Kernels by key; the most recent registration for a key wins.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use std::sync::Arc;
 /// use skainet_schedule::registry::KernelDispatch;
 /// let dispatch: KernelDispatch<dyn Fn(f32) -> f32 + Send + Sync> = KernelDispatch::new();
@@ -157,6 +160,7 @@ impl<P: ?Sized + KernelProvider> fmt::Debug for KernelRegistry<P> {
 ///     d.register("double", Arc::new(|x: f32| x * 2.0));
 /// });
 /// assert_eq!(dispatch.get("double").unwrap()(1.5), 3.0);
+/// # }
 /// ```
 pub struct KernelDispatch<K: ?Sized> {
     kernels: Snapshot<HashMap<String, Arc<K>>>,

@@ -70,6 +70,7 @@ impl TraceSink for NoopSink {
 /// A sink that keeps every event, in order; for tests and examples.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::trace::{CollectingSink, TraceEvent, TraceSink};
 /// let sink = CollectingSink::new();
 /// sink.emit(TraceEvent::ScheduleDowngraded {
@@ -78,6 +79,7 @@ impl TraceSink for NoopSink {
 ///     reason: "no threads".into(),
 /// });
 /// assert_eq!(sink.events().len(), 1);
+/// # }
 /// ```
 #[derive(Debug, Default)]
 pub struct CollectingSink {

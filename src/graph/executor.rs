@@ -7,6 +7,7 @@
 //! loops on the calling thread (there is nothing for a schedule to gain on them here).
 //!
 //! ```
+//! # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 //! use std::sync::Arc;
 //! use skainet_schedule::context::CpuContext;
 //! use skainet_schedule::graph::{execute, GraphBuilder};
@@ -27,6 +28,7 @@
 //! let out = execute(&ctx, &graph, &[("x", &xs), ("w", &ws)])?;
 //! assert_eq!(out[0].data(), [3.0, 7.0]);
 //! # Ok(())
+//! # }
 //! # }
 //! ```
 

@@ -90,6 +90,7 @@ pub mod getting_started {
     //! your choice, and export it for IREE.
     //!
     //! ```
+    //! # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
     //! use skainet_schedule::context::CpuContext;
     //! use skainet_schedule::graph::{core_passes, execute, stablehlo, GraphBuilder};
     //! use skainet_schedule::kernels::SdpaOptions;
@@ -128,6 +129,7 @@ pub mod getting_started {
     //!     r#"module attributes {skainet.tensor_layouts = {k = "NHSD", q = "NHSD", v = "NHSD"}, skainet.schedule = {attn = {parallel_dims = ["heads"]}}} {"#
     //! ));
     //! # Ok(())
+    //! # }
     //! # }
     //! ```
     //!

@@ -16,6 +16,7 @@ use crate::schedule::{Schedule, ScheduleExt, Sequential};
 /// nothing.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::kernels::parallel_chunks;
 /// use skainet_schedule::Sequential;
 /// let mut out = [0.0f32; 6];
@@ -26,6 +27,7 @@ use crate::schedule::{Schedule, ScheduleExt, Sequential};
 /// })
 /// .unwrap();
 /// assert_eq!(out, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+/// # }
 /// ```
 ///
 /// # Errors

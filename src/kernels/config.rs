@@ -8,9 +8,11 @@ use crate::sync::Arc;
 /// running inline. The plain entry points use [`KernelConfig::selected`].
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::kernels::KernelConfig;
 /// let always_fork = KernelConfig::selected().with_min_parallel_work(0);
 /// assert_eq!(always_fork.min_parallel_work(), Some(0));
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct KernelConfig {

@@ -102,6 +102,7 @@ pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
 /// `conv_plane` in the source), so results are bit-identical under every schedule.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::kernels::{conv2d, Conv2dOptions};
 /// use skainet_schedule::tensor::Tensor;
 /// use skainet_schedule::Sequential;
@@ -110,6 +111,7 @@ pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
 /// let out = conv2d(&input, &weight, None, &Conv2dOptions::default(), &Sequential).unwrap();
 /// assert_eq!(out.shape(), [1, 1, 2, 2]);
 /// assert_eq!(out.data(), [4.0, 6.0, 10.0, 12.0]);
+/// # }
 /// ```
 ///
 /// # Errors

@@ -21,12 +21,14 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 /// schedule, so results are bit-identical under every schedule.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::kernels::matmul;
 /// use skainet_schedule::tensor::Tensor;
 /// use skainet_schedule::Sequential;
 /// let a = Tensor::new(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let b = Tensor::new(vec![2, 1], vec![10.0, 1.0]).unwrap();
 /// assert_eq!(matmul(&a, &b, &Sequential).unwrap().data(), [12.0, 34.0]);
+/// # }
 /// ```
 ///
 /// # Errors

@@ -42,6 +42,7 @@ pub struct SdpaOptions {
 /// schedule, so the result is bit-identical under every schedule.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::kernels::{scaled_dot_product_attention, SdpaOptions};
 /// use skainet_schedule::tensor::Tensor;
 /// use skainet_schedule::Sequential;
@@ -54,6 +55,7 @@ pub struct SdpaOptions {
 ///     .unwrap();
 /// assert_eq!(out.shape(), [1, 1, 1, 2]);
 /// assert_eq!(out.data(), [1.0, 2.0]); // the second key is masked out
+/// # }
 /// ```
 ///
 /// # Errors

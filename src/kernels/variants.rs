@@ -194,9 +194,11 @@ static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 /// has AVX2).
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::kernels::cpu_kernels;
 /// use skainet_schedule::registry::KernelProvider;
 /// assert!(cpu_kernels().find("portable").is_some());
+/// # }
 /// ```
 pub fn cpu_kernels() -> &'static KernelRegistry<CpuKernels> {
     REGISTRY.call_once(|| {

@@ -17,6 +17,7 @@ use crate::trace::TraceSinkRef;
 /// handle of a [`dedicated()`] pool is dropped.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use skainet_schedule::{runtime, Schedule};
 ///
@@ -27,7 +28,8 @@ use crate::trace::TraceSinkRef;
 ///     sum.fetch_add((start..end).sum::<usize>(), Ordering::Relaxed);
 /// });
 /// assert_eq!(sum.into_inner(), 4950);
-/// # Ok::<(), runtime::ScheduleError>(())
+/// # }
+/// # Ok::<(), skainet_schedule::runtime::ScheduleError>(())
 /// ```
 #[derive(Clone)]
 pub struct PoolSchedule {
@@ -114,10 +116,12 @@ impl Schedule for PoolSchedule {
 /// everything inline.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::{runtime, Schedule};
 /// assert_eq!(runtime::dedicated(2)?.parallelism(), 2);
 /// assert_eq!(runtime::dedicated(0).unwrap_err(), runtime::ScheduleError::ZeroParallelism);
-/// # Ok::<(), runtime::ScheduleError>(())
+/// # }
+/// # Ok::<(), skainet_schedule::runtime::ScheduleError>(())
 /// ```
 ///
 /// # Errors
@@ -202,9 +206,11 @@ fn hardware_state() -> &'static Hardware {
 /// the model that created it).
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::{runtime, Schedule};
 /// let pool = runtime::hardware();
 /// assert_eq!(pool.name(), format!("hardware({})", pool.parallelism()));
+/// # }
 /// ```
 pub fn hardware() -> PoolSchedule {
     #[cfg(not(feature = "loom"))]

@@ -71,6 +71,7 @@ impl core::error::Error for DisjointError {}
 /// an exclusive `&mut [T]`.
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use skainet_schedule::DisjointSlice;
 /// let mut data = [0u8; 6];
 /// let split = DisjointSlice::new(&mut data, 2).unwrap();
@@ -80,6 +81,7 @@ impl core::error::Error for DisjointError {}
 /// b.fill(2);
 /// assert!(split.take(2..3).is_err()); // unit 2 is already taken
 /// assert_eq!(data, [1, 1, 2, 2, 2, 2]);
+/// # }
 /// ```
 pub struct DisjointSlice<'a, T> {
     ptr: NonNull<T>,

@@ -253,11 +253,13 @@ pub trait ScheduleExt: Schedule {
     /// returned after the region has ended. Chunks already running finish normally.
     ///
     /// ```
+    /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
     /// use skainet_schedule::{ScheduleExt, Sequential};
     /// let r = Sequential.try_for_range(8, 1, &|start, _end| {
     ///     if start == 0 { Err("unit 0 is bad") } else { Ok(()) }
     /// });
     /// assert_eq!(r, Err("unit 0 is bad"));
+    /// # }
     /// ```
     fn try_for_range<E: Send>(
         &self,
@@ -304,6 +306,7 @@ pub trait ScheduleExt: Schedule {
     /// This is how a kernel writes disjoint outputs from a region without `unsafe`.
     ///
     /// ```
+    /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
     /// use skainet_schedule::{ScheduleExt, Sequential};
     /// let mut out = [0u32; 6];
     /// Sequential
@@ -314,6 +317,7 @@ pub trait ScheduleExt: Schedule {
     ///     })
     ///     .unwrap();
     /// assert_eq!(out, [0, 1, 2, 3, 4, 5]);
+    /// # }
     /// ```
     ///
     /// # Errors
