@@ -64,7 +64,7 @@ impl PoolSchedule {
     }
 
     /// How many handles share the pool.
-    #[cfg(test)]
+    #[cfg(all(test, not(feature = "loom")))]
     pub(crate) fn handles(&self) -> usize {
         Arc::strong_count(&self.inner)
     }
