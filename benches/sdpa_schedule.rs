@@ -5,25 +5,18 @@
 //! `cargo bench --features parallel,rayon --bench sdpa_schedule [-- FILTER]`; ids read
 //! `sdpa/h{heads}_sk{Sk}_sq{Sq}/{scalar,sequential,hardware,rayon}`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use skainet_schedule::kernels::{scaled_dot_product_attention, SdpaOptions};
 use skainet_schedule::tensor::Tensor;
-use skainet_schedule::{Schedule, Sequential};
+
+use common::{schedules, tensor};
 
 const HD: usize = 64;
-
-/// Deterministic inputs in [-1, 1] (a 32-bit LCG; no dependency).
-fn tensor(shape: Vec<usize>, seed: u32) -> Tensor {
-    let mut state = seed.wrapping_mul(747_796_405).wrapping_add(2_891_336_453);
-    Tensor::from_fn(shape, |_| {
-        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-    })
-    .expect("bench shapes are small")
-}
 
 /// The baseline: the seed's scalar loop, one element at a time — `q·k` dot products, a softmax
 /// with libm's `expf`, then each output element as a sum over the keys.
@@ -75,17 +68,6 @@ fn scalar_sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool) -> Vec<f32> {
         }
     }
     out
-}
-
-fn schedules() -> Vec<(&'static str, Box<dyn Schedule>)> {
-    #[allow(unused_mut)]
-    let mut list: Vec<(&'static str, Box<dyn Schedule>)> =
-        vec![("sequential", Box::new(Sequential))];
-    #[cfg(feature = "parallel")]
-    list.push(("hardware", Box::new(skainet_schedule::runtime::hardware())));
-    #[cfg(feature = "rayon")]
-    list.push(("rayon", Box::new(skainet_schedule::RayonSchedule::global())));
-    list
 }
 
 fn bench_grid(c: &mut Criterion) {
