@@ -24,6 +24,8 @@ pub mod matmul;
 pub mod ops;
 pub mod sdpa;
 mod simd;
+#[cfg(all(test, not(feature = "loom")))]
+mod tests;
 mod variants;
 
 pub use chunks::parallel_chunks;
