@@ -1,0 +1,283 @@
+//! Every registered variant of the inner loops against the portable one, bit for bit, on shapes
+//! small enough for miri: these are what run the vector backends' `unsafe` code (the SSE2 and
+//! AVX2 intrinsics, the `target_feature` entry points) under the interpreter. The shapes pick
+//! the code paths: `sq` of 5 runs a four-row block and a lone row; head dims of 5, 13 and 123
+//! run the zero-padded tail with no, one and every size of whole-chunk pass.
+//!
+//! Every *registered* variant runs, available or not: an unavailable AVX2 variant falls back to
+//! SSE2 by design, and that fallback must give the same bits too.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::simd::{Scalar, Simd, LANES};
+use super::{
+    conv2d_with, cpu_kernels, matmul_with, scaled_dot_product_attention_with, Conv2dOptions,
+    CpuKernels, KernelConfig, SdpaOptions,
+};
+use crate::registry::KernelProvider;
+use crate::sync::Arc;
+use crate::tensor::Tensor;
+use crate::Sequential;
+
+/// Deterministic values in `[-1, 1)` (a 32-bit LCG; `seed` picks the stream).
+fn values(len: usize, seed: u32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn tensor(shape: &[usize], seed: u32) -> Tensor {
+    let len = shape.iter().product();
+    Tensor::new(shape.to_vec(), values(len, seed)).unwrap()
+}
+
+fn portable() -> KernelConfig {
+    KernelConfig::new(cpu_kernels().find("portable").unwrap())
+}
+
+/// Every registered variant, highest priority first.
+fn registered() -> Vec<Arc<CpuKernels>> {
+    cpu_kernels().providers().iter().cloned().collect()
+}
+
+/// Asserts every registered variant's sdpa output has the portable bits; returns those.
+fn sdpa_parity(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    options: &SdpaOptions,
+) -> Tensor {
+    let want = scaled_dot_product_attention_with(&portable(), q, k, v, mask, options, &Sequential)
+        .unwrap();
+    for variant in registered() {
+        let config = KernelConfig::new(variant.clone());
+        let got = scaled_dot_product_attention_with(&config, q, k, v, mask, options, &Sequential)
+            .unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "variant {}", variant.name());
+    }
+    want
+}
+
+/// Non-causal with an explicit scale. Every test here gives one: the default `1/sqrt(hd)` is
+/// `libm::sqrtf`, inline assembly on x86_64, which miri cannot run.
+fn scaled(scale: f32) -> SdpaOptions {
+    SdpaOptions {
+        scale: Some(scale),
+        causal: false,
+    }
+}
+
+/// `[rows, cols]` of zeros with `-inf` at every `every`-th position (offset by `phase`).
+fn sparse_mask(rows: usize, cols: usize, every: usize, phase: usize) -> Tensor {
+    Tensor::from_fn(vec![rows, cols], |i| {
+        if (i + phase) % every == 0 {
+            f32::NEG_INFINITY
+        } else {
+            0.0
+        }
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_registry_holds_every_backend_compiled_for_this_target() {
+    let providers = registered();
+    let names: Vec<&str> = providers.iter().map(|p| p.name()).collect();
+    let mut expected = vec![];
+    if cfg!(all(target_arch = "x86_64", feature = "std")) {
+        expected.push("avx2");
+    }
+    if cfg!(target_arch = "x86_64") {
+        expected.push("sse2");
+    }
+    expected.push("portable");
+    assert_eq!(names, expected);
+}
+
+/// Built with AVX2 enabled (as the second miri run of CI is), detection — which under miri
+/// reports only the compile-time features — finds it, so the AVX2 intrinsics really run.
+#[cfg(all(target_arch = "x86_64", feature = "std", target_feature = "avx2"))]
+#[test]
+fn the_avx2_variant_is_selected_when_built_for_avx2() {
+    assert!(super::simd::Avx2::detect().is_some());
+    assert_eq!(super::selected_kernels().name(), "avx2");
+}
+
+#[test]
+fn sdpa_variants_agree_with_gqa_causal_mask_and_a_ragged_head_dim() {
+    let (sq, sk, hd) = (5, 11, 13);
+    let q = tensor(&[2, 4, sq, hd], 1);
+    let k = tensor(&[2, 2, sk, hd], 2);
+    let v = tensor(&[2, 2, sk, hd], 3);
+    let mask = sparse_mask(sq, sk, 4, 1);
+    let options = SdpaOptions {
+        scale: Some(0.3),
+        causal: true,
+    };
+    sdpa_parity(&q, &k, &v, Some(&mask), &options);
+}
+
+#[test]
+fn sdpa_variants_agree_on_a_head_dim_below_one_chunk() {
+    let (sq, sk, hd) = (6, 9, 5);
+    let q = tensor(&[1, 2, sq, hd], 4);
+    let k = tensor(&[1, 1, sk, hd], 5);
+    let v = tensor(&[1, 1, sk, hd], 6);
+    sdpa_parity(&q, &k, &v, None, &scaled(0.75));
+}
+
+#[test]
+fn sdpa_variants_agree_on_a_head_dim_running_every_chunk_pass() {
+    // 123 = 64 + 32 + 16 + 8 + 3: one pass of 8, 4, 2 and 1 chunks, then the tail.
+    let (sq, sk, hd) = (5, 6, 123);
+    let q = tensor(&[1, 1, sq, hd], 7);
+    let k = tensor(&[1, 1, sk, hd], 8);
+    let v = tensor(&[1, 1, sk, hd], 9);
+    let mask = Tensor::from_fn(vec![1, 1, 1, sk], |j| j as f32 * -0.25).unwrap();
+    sdpa_parity(&q, &k, &v, Some(&mask), &scaled(0.09));
+}
+
+#[test]
+fn sdpa_variants_agree_on_a_fully_masked_row_and_give_it_zeros() {
+    let (sq, sk, hd) = (5, 9, 13);
+    let q = tensor(&[1, 2, sq, hd], 10);
+    let k = tensor(&[1, 1, sk, hd], 11);
+    let v = tensor(&[1, 1, sk, hd], 12);
+    // Row 2 sees no key; the others lose every third.
+    let mask = Tensor::from_fn(vec![sq, sk], |i| {
+        if i / sk == 2 || i % 3 == 0 {
+            f32::NEG_INFINITY
+        } else {
+            0.0
+        }
+    })
+    .unwrap();
+    let out = sdpa_parity(&q, &k, &v, Some(&mask), &scaled(0.3));
+    for head in 0..2 {
+        let row = &out.to_bits()[(head * sq + 2) * hd..(head * sq + 3) * hd];
+        assert_eq!(row, [0.0f32.to_bits(); 13]);
+    }
+}
+
+fn matmul_parity(a: &Tensor, b: &Tensor) {
+    let want = matmul_with(&portable(), a, b, &Sequential).unwrap();
+    for variant in registered() {
+        let got = matmul_with(&KernelConfig::new(variant.clone()), a, b, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "variant {}", variant.name());
+    }
+}
+
+#[test]
+fn matmul_variants_agree_on_ragged_inner_and_outer_sizes() {
+    // k = 7 runs one block of four inner rows and three single ones; n = 13 is no vector width.
+    matmul_parity(&tensor(&[2, 3, 7], 13), &tensor(&[7, 13], 14));
+    matmul_parity(&tensor(&[1, 2], 15), &tensor(&[2, 1], 16));
+}
+
+fn conv_parity(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: &Conv2dOptions) {
+    let want = conv2d_with(&portable(), input, weight, bias, options, &Sequential).unwrap();
+    for variant in registered() {
+        let config = KernelConfig::new(variant.clone());
+        let got = conv2d_with(&config, input, weight, bias, options, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "variant {}", variant.name());
+    }
+}
+
+#[test]
+fn conv2d_variants_agree_with_stride_and_padding() {
+    let input = tensor(&[2, 3, 5, 6], 17);
+    let weight = tensor(&[2, 3, 3, 2], 18);
+    let bias = tensor(&[2], 19);
+    let strided = Conv2dOptions {
+        stride: [2, 3],
+        padding: [1, 2],
+    };
+    conv_parity(&input, &weight, Some(&bias), &strided);
+    let padded = Conv2dOptions {
+        stride: [1, 1],
+        padding: [2, 1],
+    };
+    conv_parity(&input, &weight, None, &padded);
+}
+
+/// Every lane primitive of `s` against [`Scalar`], bit for bit, on operands with `-0.0`, NaN
+/// and infinities (x86's `maxps` returns the second operand unless the first is larger).
+fn primitives_match_scalar<S: Simd>(s: S) {
+    let mut a: Vec<f32> = values(LANES, 20);
+    let mut b: Vec<f32> = values(LANES, 21);
+    a[0] = -0.0;
+    b[0] = 0.0;
+    a[1] = f32::NAN;
+    b[2] = f32::NAN;
+    a[3] = f32::INFINITY;
+    b[4] = f32::NEG_INFINITY;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let run = |f: &dyn Fn([f32; LANES], [f32; LANES]) -> [f32; LANES]| {
+        let (x, y): ([f32; LANES], [f32; LANES]) =
+            (a[..].try_into().unwrap(), b[..].try_into().unwrap());
+        bits(&f(x, y))
+    };
+    let on_s = |op: fn(S, S::V, S::V) -> S::V| {
+        run(&|x, y| {
+            let mut out = [7.0f32; LANES];
+            s.store(op(s, s.load(&x), s.load(&y)), &mut out);
+            out
+        })
+    };
+    let on_scalar =
+        |op: fn(Scalar, [f32; LANES], [f32; LANES]) -> [f32; LANES]| run(&|x, y| op(Scalar, x, y));
+    // An arithmetic NaN's sign and payload are not specified by Rust (miri picks them at
+    // random), so `add` and `mul` compare NaN lanes as "a NaN"; `max` only selects, so it
+    // keeps every bit.
+    let nan_as_one = |v: Vec<u32>| {
+        v.into_iter()
+            .map(|b| {
+                if f32::from_bits(b).is_nan() {
+                    u32::MAX
+                } else {
+                    b
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(nan_as_one(on_s(S::add)), nan_as_one(on_scalar(Scalar::add)));
+    assert_eq!(nan_as_one(on_s(S::mul)), nan_as_one(on_scalar(Scalar::mul)));
+    assert_eq!(on_s(S::max), on_scalar(Scalar::max));
+    let finite = values(LANES, 22);
+    assert_eq!(
+        s.fold(s.load(&finite)).to_bits(),
+        Scalar.fold(Scalar.load(&finite)).to_bits()
+    );
+    for len in [0, 3, LANES + 5] {
+        let xs = values(len, 23);
+        let (mut got, mut want) = ([0.0f32; LANES], [0.0f32; LANES]);
+        s.store(s.load_tail(&xs), &mut got);
+        Scalar.store(Scalar.load_tail(&xs), &mut want);
+        assert_eq!(bits(&got), bits(&want), "load_tail of {len}");
+    }
+    let (mut z, mut k) = ([1.0f32; LANES], [0.0f32; LANES]);
+    s.store(s.zero(), &mut z);
+    s.store(s.splat(-2.5), &mut k);
+    assert_eq!(bits(&z), bits(&[0.0; LANES]));
+    assert_eq!(bits(&k), bits(&[-2.5; LANES]));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn sse2_primitives_give_the_scalar_bits() {
+    primitives_match_scalar(super::simd::Sse2);
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[test]
+fn avx2_primitives_give_the_scalar_bits_where_detected() {
+    if let Some(s) = super::simd::Avx2::detect() {
+        primitives_match_scalar(s);
+    }
+}
