@@ -64,8 +64,7 @@ fn sdpa_parity(
     want
 }
 
-/// Non-causal with an explicit scale. Every test here gives one: the default `1/sqrt(hd)` is
-/// `libm::sqrtf`, inline assembly on x86_64, which miri cannot run.
+/// Non-causal with an explicit scale.
 fn scaled(scale: f32) -> SdpaOptions {
     SdpaOptions {
         scale: Some(scale),
@@ -130,6 +129,28 @@ fn sdpa_variants_agree_on_a_head_dim_below_one_chunk() {
     let k = tensor(&[1, 1, sk, hd], 5);
     let v = tensor(&[1, 1, sk, hd], 6);
     sdpa_parity(&q, &k, &v, None, &scaled(0.75));
+}
+
+#[test]
+fn sdpa_variants_agree_under_the_default_scale() {
+    // `1/sqrt(hd)` through libm's pure-Rust `sqrtf` (its `arch` feature is off), so miri runs it.
+    let (sq, sk, hd) = (3, 7, 13);
+    let q = tensor(&[1, 2, sq, hd], 7);
+    let k = tensor(&[1, 2, sk, hd], 8);
+    let v = tensor(&[1, 2, sk, hd], 9);
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let out = sdpa_parity(&q, &k, &v, None, &options);
+    let explicit = SdpaOptions {
+        scale: Some(1.0 / (hd as f32).sqrt()),
+        causal: true,
+    };
+    assert_eq!(
+        out.to_bits(),
+        sdpa_parity(&q, &k, &v, None, &explicit).to_bits()
+    );
 }
 
 #[test]
