@@ -8,67 +8,15 @@ use skainet_schedule::context::{ContextRef, ExecutionContext};
 use skainet_schedule::graph::{execute, ExecError, Graph, GraphBuilder, GraphContext};
 use skainet_schedule::kernels::{Conv2dOptions, CpuOps, OpsRef, SdpaOptions, TensorOps};
 use skainet_schedule::tensor::Tensor;
-use skainet_schedule::{
-    Chunks, CollectingSink, Schedule, ScheduleHint, ScheduleRef, Sequential, TraceEvent,
-};
+use skainet_schedule::{CollectingSink, ScheduleHint, ScheduleRef, Sequential, TraceEvent};
 
-/// Runs chunks in reverse order on the calling thread and reports every split region.
-struct Reversed {
-    parallelism: usize,
-    name: String,
-    sink: Arc<CollectingSink>,
-}
+mod common;
 
-impl Reversed {
-    fn shared(parallelism: usize, sink: Arc<CollectingSink>) -> ScheduleRef {
-        Arc::new(Self {
-            parallelism,
-            name: format!("reversed({parallelism})"),
-            sink,
-        })
-    }
-}
+use common::{Order, OutOfOrder};
 
-impl Schedule for Reversed {
-    fn parallelism(&self) -> usize {
-        self.parallelism
-    }
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
-        self.for_range_op("for_range", n, grain, body);
-    }
-
-    fn for_range_op(&self, op: &str, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
-        let chunks = Chunks::new(n, grain, self.parallelism);
-        let ranges: Vec<_> = chunks.iter().collect();
-        for r in ranges.iter().rev() {
-            body(r.start, r.end);
-        }
-        if chunks.len() > 1 {
-            self.sink.emit_region(op, &self.name, n, chunks.len());
-        }
-    }
-}
-
-trait EmitRegion {
-    fn emit_region(&self, op: &str, schedule: &str, elements: usize, tasks: usize);
-}
-
-impl EmitRegion for CollectingSink {
-    fn emit_region(&self, op: &str, schedule: &str, elements: usize, tasks: usize) {
-        use skainet_schedule::TraceSink;
-        self.emit(TraceEvent::ScheduleRegion {
-            op: op.into(),
-            schedule: schedule.into(),
-            elements,
-            tasks,
-            duration: None,
-        });
-    }
+/// Runs chunks in reverse order on several threads and reports every split region to `sink`.
+fn reversed(parallelism: usize, sink: Arc<CollectingSink>) -> ScheduleRef {
+    Arc::new(OutOfOrder::new(parallelism, Order::Reversed).with_trace(sink))
 }
 
 /// Ops that cannot be rebuilt under another schedule.
@@ -173,7 +121,7 @@ fn assert_bit_identical_to_sequential(schedule: ScheduleRef) {
 #[test]
 fn a_reversed_chunk_order_is_bit_identical_to_sequential() {
     for p in 1..=4 {
-        assert_bit_identical_to_sequential(Reversed::shared(p, Arc::new(CollectingSink::new())));
+        assert_bit_identical_to_sequential(reversed(p, Arc::new(CollectingSink::new())));
     }
 }
 
@@ -201,7 +149,7 @@ fn rayon_is_bit_identical_to_sequential() {
 fn sdpa_units_go_through_the_context_schedule() {
     let sink = Arc::new(CollectingSink::new());
     let g = block();
-    run(&g, Reversed::shared(3, sink.clone()));
+    run(&g, reversed(3, sink.clone()));
     let sdpa: Vec<TraceEvent> = sink
         .regions()
         .into_iter()
@@ -247,7 +195,7 @@ fn sdpa_units_go_through_a_dedicated_pool() {
 #[test]
 fn a_graph_context_reports_the_schedule_of_its_ops() {
     let sink = Arc::new(CollectingSink::new());
-    let ctx = GraphContext::over_ops(CpuOps::shared(Reversed::shared(2, sink)));
+    let ctx = GraphContext::over_ops(CpuOps::shared(reversed(2, sink)));
     assert_eq!(ctx.schedule().name(), "reversed(2)");
     assert_eq!(ctx.ops().schedule().name(), "reversed(2)");
 }
@@ -260,9 +208,7 @@ fn with_schedule_on_a_graph_context_yields_a_sibling_not_a_downgrade() {
         CpuOps::shared(Sequential::shared()),
         events.clone(),
     ));
-    let sibling = ctx
-        .clone()
-        .with_schedule(Reversed::shared(2, regions.clone()));
+    let sibling = ctx.clone().with_schedule(reversed(2, regions.clone()));
     assert_eq!(sibling.schedule().name(), "reversed(2)");
     assert_eq!(
         ctx.schedule().name(),
@@ -303,7 +249,7 @@ fn a_graph_context_over_fixed_ops_stays_and_reports_one_downgrade() {
     ));
     let after = ctx
         .clone()
-        .with_schedule(Reversed::shared(4, Arc::new(CollectingSink::new())));
+        .with_schedule(reversed(4, Arc::new(CollectingSink::new())));
     assert!(std::ptr::addr_eq(Arc::as_ptr(&after), Arc::as_ptr(&ctx)));
     assert_eq!(after.schedule().name(), "sequential");
     assert_eq!(
