@@ -12,6 +12,7 @@ use skainet_schedule::{CollectingSink, ScheduleHint, ScheduleRef, Sequential, Tr
 
 mod common;
 
+use common::graph::graph_inputs;
 use common::{Order, OutOfOrder};
 
 /// Runs chunks in reverse order on several threads and reports every split region to `sink`.
@@ -30,18 +31,6 @@ impl TensorOps for FixedOps {
     fn with_schedule(&self, _schedule: ScheduleRef) -> Option<OpsRef> {
         None
     }
-}
-
-/// Deterministic values in [-1, 1).
-fn values(shape: &[usize], seed: u32) -> Tensor {
-    Tensor::from_fn(shape.to_vec(), |i| {
-        let mut x = (i as u32).wrapping_mul(0x9E37_79B9) ^ seed.wrapping_mul(0x85EB_CA6B);
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x2C1B_3C6D);
-        x ^= x >> 12;
-        (x >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-    })
-    .unwrap()
 }
 
 const BATCH: usize = 1;
@@ -93,16 +82,8 @@ fn block() -> Graph {
     b.build().unwrap()
 }
 
-fn inputs(graph: &Graph) -> Vec<(String, Tensor)> {
-    graph
-        .inputs()
-        .enumerate()
-        .map(|(i, n)| (n.id().to_string(), values(n.shape(), i as u32 + 1)))
-        .collect()
-}
-
 fn run(graph: &Graph, schedule: ScheduleRef) -> Vec<Vec<u32>> {
-    let data = inputs(graph);
+    let data = graph_inputs(graph);
     let named: Vec<(&str, &Tensor)> = data.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let ctx = GraphContext::over_ops(CpuOps::shared(schedule));
     ctx.execute(graph, &named)
@@ -219,7 +200,7 @@ fn with_schedule_on_a_graph_context_yields_a_sibling_not_a_downgrade() {
 
     // The sibling runs graphs under the new schedule.
     let g = block();
-    let data = inputs(&g);
+    let data = graph_inputs(&g);
     let named: Vec<(&str, &Tensor)> = data.iter().map(|(n, t)| (n.as_str(), t)).collect();
     execute(sibling.as_ref(), &g, &named).unwrap();
     assert!(regions

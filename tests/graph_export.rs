@@ -4,27 +4,20 @@
 use skainet_schedule::graph::{
     core_passes, stablehlo, Graph, GraphBuilder, ScheduleAnnotationPass,
 };
-use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
+use skainet_schedule::kernels::SdpaOptions;
 use skainet_schedule::ScheduleHint;
+
+mod common;
+
+use common::graph::{attention_graph, conv_graph};
+
+/// `q [1, 8, 5, 16]`, `k`/`v [1, 2, 9, 16]`: grouped-query attention, H = 8, nKV = 2.
+fn gqa_graph(hint: Option<ScheduleHint>, options: SdpaOptions, mask: Option<Vec<usize>>) -> Graph {
+    attention_graph([1, 8, 5, 16], [1, 2, 9, 16], mask, options, hint)
+}
 
 fn first_line(mlir: &str) -> &str {
     mlir.lines().next().unwrap()
-}
-
-/// `q [1, 8, 5, 16]`, `k`/`v [1, 2, 9, 16]`: grouped-query attention, H = 8, nKV = 2.
-fn gqa(hint: Option<ScheduleHint>, options: SdpaOptions, mask: Option<Vec<usize>>) -> Graph {
-    let mut b = GraphBuilder::new();
-    let q = b.input("q", [1, 8, 5, 16]).unwrap();
-    let k = b.input("k", [1, 2, 9, 16]).unwrap();
-    let v = b.input("v", [1, 2, 9, 16]).unwrap();
-    let m = mask.map(|s| b.input("mask", s).unwrap());
-    let mut op = b.sdpa(q, k, v, m, options).id("attn");
-    if let Some(h) = hint {
-        op = op.schedule(h);
-    }
-    let out = op.finish().unwrap();
-    b.output(out).unwrap();
-    b.build().unwrap()
 }
 
 fn matmul_graph(id: &str, hint: Option<ScheduleHint>) -> Graph {
@@ -52,7 +45,7 @@ fn one_hint_with_parallelism_gives_the_exact_header() {
 
 #[test]
 fn a_default_only_sdpa_states_dims_without_parallelism() {
-    let mut g = gqa(None, SdpaOptions::default(), None);
+    let mut g = gqa_graph(None, SdpaOptions::default(), None);
     ScheduleAnnotationPass::new().run(&mut g);
     assert_eq!(
         first_line(&stablehlo::export(&g)),
@@ -63,7 +56,7 @@ fn a_default_only_sdpa_states_dims_without_parallelism() {
 #[test]
 fn layouts_come_first_sorted_then_the_schedule() {
     let hint = ScheduleHint::new(["batch", "heads"], Some(8)).unwrap();
-    let mut g = gqa(Some(hint), SdpaOptions::default(), Some(vec![5, 9]));
+    let mut g = gqa_graph(Some(hint), SdpaOptions::default(), Some(vec![5, 9]));
     core_passes(&mut g);
     assert_eq!(
         first_line(&stablehlo::export(&g)),
@@ -137,7 +130,7 @@ fn a_bare_module_is_complete_mlir() {
 
 #[test]
 fn gqa_batches_both_dot_generals_over_batch_and_kv_heads() {
-    let mlir = stablehlo::export(&gqa(None, SdpaOptions::default(), None));
+    let mlir = stablehlo::export(&gqa_graph(None, SdpaOptions::default(), None));
     assert!(
         mlir.contains("stablehlo.reshape %arg0 : (tensor<1x8x5x16xf32>) -> tensor<1x2x4x5x16xf32>")
     );
@@ -152,7 +145,7 @@ fn gqa_batches_both_dot_generals_over_batch_and_kv_heads() {
 
 #[test]
 fn gqa_never_concatenates_or_broadcasts_k_and_v() {
-    let mlir = stablehlo::export(&gqa(
+    let mlir = stablehlo::export(&gqa_graph(
         None,
         SdpaOptions {
             scale: None,
@@ -178,7 +171,7 @@ fn gqa_never_concatenates_or_broadcasts_k_and_v() {
 
 #[test]
 fn causal_is_bottom_right_aligned_with_iota_compare_select() {
-    let mlir = stablehlo::export(&gqa(
+    let mlir = stablehlo::export(&gqa_graph(
         None,
         SdpaOptions {
             scale: None,
@@ -196,7 +189,7 @@ fn causal_is_bottom_right_aligned_with_iota_compare_select() {
 
 #[test]
 fn the_scale_defaults_to_one_over_sqrt_head_dim_and_is_exact() {
-    let mlir = stablehlo::export(&gqa(None, SdpaOptions::default(), None));
+    let mlir = stablehlo::export(&gqa_graph(None, SdpaOptions::default(), None));
     assert!(
         mlir.contains("stablehlo.constant dense<0x3E800000> : tensor<1x2x4x5x9xf32>"),
         "1/4"
@@ -205,13 +198,17 @@ fn the_scale_defaults_to_one_over_sqrt_head_dim_and_is_exact() {
         scale: Some(0.1),
         causal: false,
     };
-    let mlir = stablehlo::export(&gqa(None, scaled, None));
+    let mlir = stablehlo::export(&gqa_graph(None, scaled, None));
     assert!(mlir.contains(&format!("dense<0x{:08X}>", 0.1f32.to_bits())));
 }
 
 #[test]
 fn fully_masked_rows_are_guarded_against_nan() {
-    let mlir = stablehlo::export(&gqa(None, SdpaOptions::default(), Some(vec![1, 8, 5, 9])));
+    let mlir = stablehlo::export(&gqa_graph(
+        None,
+        SdpaOptions::default(),
+        Some(vec![1, 8, 5, 9]),
+    ));
     // A per-head mask is split like Q and broadcast onto the scores.
     assert!(
         mlir.contains("stablehlo.reshape %arg3 : (tensor<1x8x5x9xf32>) -> tensor<1x2x4x5x9xf32>")
@@ -228,7 +225,7 @@ fn fully_masked_rows_are_guarded_against_nan() {
 #[test]
 fn the_body_never_states_a_core_count() {
     let hint = ScheduleHint::new(["heads"], Some(8)).unwrap();
-    let mut g = gqa(Some(hint), SdpaOptions::default(), None);
+    let mut g = gqa_graph(Some(hint), SdpaOptions::default(), None);
     core_passes(&mut g);
     let mlir = stablehlo::export(&g);
     let (header, body) = mlir.split_once('\n').unwrap();
@@ -239,21 +236,7 @@ fn the_body_never_states_a_core_count() {
 
 #[test]
 fn conv2d_lowers_to_one_convolution_plus_bias() {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", [2, 3, 8, 8]).unwrap();
-    let w = b.input("w", [4, 3, 3, 3]).unwrap();
-    let bias = b.input("bias", [4]).unwrap();
-    let opts = Conv2dOptions {
-        stride: [2, 1],
-        padding: [1, 0],
-    };
-    let y = b
-        .conv2d(x, w, Some(bias), opts)
-        .id("conv")
-        .finish()
-        .unwrap();
-    b.output(y).unwrap();
-    let mut g = b.build().unwrap();
+    let mut g = conv_graph(None);
     core_passes(&mut g);
     let mlir = stablehlo::export(&g);
     assert_eq!(

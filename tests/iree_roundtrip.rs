@@ -9,12 +9,15 @@
 //! Without them these tests FAIL, with that instruction; they never pass silently. To leave
 //! them out on purpose: `cargo test -- --skip iree_`.
 
+mod common;
+
+use common::graph::{attention_graph, conv_graph, graph_inputs};
 use std::path::{Path, PathBuf};
 
 use skainet_schedule::context::CpuContext;
 use skainet_schedule::graph::iree::IreeTools;
 use skainet_schedule::graph::{core_passes, execute, stablehlo, Graph, GraphBuilder};
-use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
+use skainet_schedule::kernels::SdpaOptions;
 use skainet_schedule::tensor::Tensor;
 use skainet_schedule::{ScheduleHint, Sequential};
 
@@ -45,27 +48,6 @@ fn group_counts() -> Vec<usize> {
         }
     }
     counts
-}
-
-/// Deterministic values in [-1, 1).
-fn values(shape: &[usize], seed: u32) -> Tensor {
-    Tensor::from_fn(shape.to_vec(), |i| {
-        let mut x = (i as u32).wrapping_mul(0x9E37_79B9) ^ seed.wrapping_mul(0x85EB_CA6B);
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x2C1B_3C6D);
-        x ^= x >> 12;
-        (x >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-    })
-    .unwrap()
-}
-
-/// Random inputs for every input of `graph`, in declaration order.
-fn random_inputs(graph: &Graph) -> Vec<(String, Tensor)> {
-    graph
-        .inputs()
-        .enumerate()
-        .map(|(i, n)| (n.id().to_string(), values(n.shape(), i as u32 + 1)))
-        .collect()
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
@@ -133,38 +115,17 @@ fn round_trip(name: &str, mut graph: Graph, inputs: Vec<(String, Tensor)>, bare:
     std::fs::remove_dir_all(&dir).ok();
 }
 
-fn attention(
-    q: [usize; 4],
-    kv: [usize; 4],
-    mask: Option<Vec<usize>>,
-    options: SdpaOptions,
-    hint: Option<ScheduleHint>,
-) -> Graph {
-    let mut b = GraphBuilder::new();
-    let qv = b.input("q", q).unwrap();
-    let kv_ = b.input("k", kv).unwrap();
-    let vv = b.input("v", kv).unwrap();
-    let m = mask.map(|s| b.input("mask", s).unwrap());
-    let mut op = b.sdpa(qv, kv_, vv, m, options).id("attn");
-    if let Some(h) = hint {
-        op = op.schedule(h);
-    }
-    let out = op.finish().unwrap();
-    b.output(out).unwrap();
-    b.build().unwrap()
-}
-
 #[test]
 fn iree_runs_grouped_query_attention() {
     let hint = ScheduleHint::new(["batch", "heads"], Some(8)).unwrap();
-    let g = attention(
+    let g = attention_graph(
         [2, 8, 5, 16],
         [2, 2, 9, 16],
         None,
         SdpaOptions::default(),
         Some(hint),
     );
-    let inputs = random_inputs(&g);
+    let inputs = graph_inputs(&g);
     round_trip("gqa", g, inputs, false);
 }
 
@@ -174,8 +135,8 @@ fn iree_runs_causal_attention_with_fewer_queries_than_keys() {
         scale: None,
         causal: true,
     };
-    let g = attention([1, 4, 3, 8], [1, 2, 7, 8], None, causal, None);
-    let inputs = random_inputs(&g);
+    let g = attention_graph([1, 4, 3, 8], [1, 2, 7, 8], None, causal, None);
+    let inputs = graph_inputs(&g);
     round_trip("causal", g, inputs, false);
 }
 
@@ -185,14 +146,14 @@ fn iree_runs_masked_attention_with_a_fully_masked_row() {
         scale: Some(0.3),
         causal: true,
     };
-    let g = attention(
+    let g = attention_graph(
         [2, 4, 4, 8],
         [2, 2, 6, 8],
         Some(vec![2, 1, 4, 6]),
         options,
         None,
     );
-    let mut inputs = random_inputs(&g);
+    let mut inputs = graph_inputs(&g);
     // Some scores hidden, and every score of batch 1, query 2 hidden: that row must be zeros.
     let mask = &mut inputs[3].1;
     for (i, x) in mask.data_mut().iter_mut().enumerate() {
@@ -214,14 +175,14 @@ fn iree_runs_masked_attention_with_a_fully_masked_row() {
 #[test]
 fn iree_runs_a_per_head_mask_broadcast_over_queries() {
     // [1, H, 1, Sk]: split like Q into [1, nKV, nRep, 1, Sk], then broadcast over b and Sq.
-    let g = attention(
+    let g = attention_graph(
         [2, 8, 3, 8],
         [2, 2, 5, 8],
         Some(vec![1, 8, 1, 5]),
         SdpaOptions::default(),
         None,
     );
-    let mut inputs = random_inputs(&g);
+    let mut inputs = graph_inputs(&g);
     for (i, x) in inputs[3].1.data_mut().iter_mut().enumerate() {
         if i % 4 == 3 {
             *x = f32::NEG_INFINITY;
@@ -264,30 +225,15 @@ fn iree_runs_an_attention_block_with_matmul_projections() {
     let y = b.add(o, x).id("residual").finish().unwrap();
     b.output(y).unwrap();
     let g = b.build().unwrap();
-    let inputs = random_inputs(&g);
+    let inputs = graph_inputs(&g);
     round_trip("block", g, inputs, false);
 }
 
 #[test]
 fn iree_runs_conv2d_with_bias() {
-    let mut b = GraphBuilder::new();
-    let x = b.input("x", [2, 3, 8, 8]).unwrap();
-    let w = b.input("w", [4, 3, 3, 3]).unwrap();
-    let bias = b.input("bias", [4]).unwrap();
-    let opts = Conv2dOptions {
-        stride: [2, 1],
-        padding: [1, 0],
-    };
     let hint = ScheduleHint::parallel(["out_channels"]).unwrap();
-    let y = b
-        .conv2d(x, w, Some(bias), opts)
-        .id("conv")
-        .schedule(hint)
-        .finish()
-        .unwrap();
-    b.output(y).unwrap();
-    let g = b.build().unwrap();
-    let inputs = random_inputs(&g);
+    let g = conv_graph(Some(hint));
+    let inputs = graph_inputs(&g);
     round_trip("conv2d", g, inputs, false);
 }
 
@@ -301,6 +247,6 @@ fn iree_compiles_a_module_without_attributes() {
     b.output(z).unwrap();
     b.output(y).unwrap();
     let g = b.build().unwrap();
-    let inputs = random_inputs(&g);
+    let inputs = graph_inputs(&g);
     round_trip("bare", g, inputs, true);
 }

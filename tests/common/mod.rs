@@ -2,6 +2,8 @@
 //! threads, deterministic inputs, and plain f64 references.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod graph;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
