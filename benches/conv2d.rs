@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skainet_schedule::kernels::{conv2d, Conv2dOptions};
+use skainet_schedule::{conv2d, Conv2dOptions};
 
 use common::{schedules, tensor};
 

@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skainet_schedule::kernels::matmul;
+use skainet_schedule::matmul;
 
 use common::{schedules, tensor};
 

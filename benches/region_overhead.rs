@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rayon::prelude::*;
-use skainet_schedule::runtime::{self, RayonSchedule};
+use skainet_schedule::RayonSchedule;
 use skainet_schedule::{NoopSink, Schedule, Sequential};
 
 /// Iterations of `spin` that take about one microsecond on this machine.
@@ -48,15 +48,15 @@ fn spin(iterations: u64) -> u64 {
 fn schedules() -> Vec<(&'static str, Box<dyn Schedule>)> {
     vec![
         ("sequential", Box::new(Sequential)),
-        ("hardware", Box::new(runtime::hardware())),
+        ("hardware", Box::new(skainet_schedule::hardware())),
         (
             "dedicated2",
-            Box::new(runtime::dedicated(2).expect("2 > 0")),
+            Box::new(skainet_schedule::dedicated(2).expect("2 > 0")),
         ),
         (
             "dedicated2_disabled_trace",
             Box::new(
-                runtime::dedicated(2)
+                skainet_schedule::dedicated(2)
                     .expect("2 > 0")
                     .with_trace(NoopSink::shared()),
             ),
@@ -151,7 +151,7 @@ fn bench_spin64(c: &mut Criterion) {
 }
 
 fn bench_nested(c: &mut Criterion) {
-    let pool = runtime::dedicated(2).expect("2 > 0");
+    let pool = skainet_schedule::dedicated(2).expect("2 > 0");
     let mut group = c.benchmark_group("nested_inline");
     // Time `iters` nested regions from inside chunk 0 of an outer region.
     group.bench_function("dedicated2_inside_a_chunk", |b| {

@@ -11,8 +11,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skainet_schedule::kernels::{scaled_dot_product_attention, SdpaOptions};
-use skainet_schedule::tensor::Tensor;
+use skainet_schedule::Tensor;
+use skainet_schedule::{scaled_dot_product_attention, SdpaOptions};
 
 use common::{schedules, tensor};
 

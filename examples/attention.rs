@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skainet_schedule::kernels::{scaled_dot_product_attention, SdpaOptions};
-use skainet_schedule::runtime::hardware;
-use skainet_schedule::tensor::Tensor;
+use skainet_schedule::hardware;
+use skainet_schedule::Tensor;
+use skainet_schedule::{scaled_dot_product_attention, SdpaOptions};
 use skainet_schedule::{CollectingSink, Schedule, Sequential, TraceEvent};
 
 const HEAD_DIM: usize = 64;

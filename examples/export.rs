@@ -25,11 +25,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use skainet_schedule::context::CpuContext;
 use skainet_schedule::graph::{core_passes, execute, npy, stablehlo, GraphBuilder};
-use skainet_schedule::kernels::SdpaOptions;
-use skainet_schedule::tensor::Tensor;
+use skainet_schedule::OpsContext;
+use skainet_schedule::SdpaOptions;
 use skainet_schedule::Sequential;
+use skainet_schedule::Tensor;
 
 /// As `skainet_schedule::graph::iree::COMPILE_FLAGS` (that module needs the `std` feature;
 /// this example builds without it too).
@@ -149,7 +149,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         inputs.push(("mask", Tensor::new(m.shape().to_vec(), data)?));
     }
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (*n, t)).collect();
-    let expected = execute(&CpuContext::new(Sequential::shared()), &graph, &named)?;
+    let expected = execute(&OpsContext::cpu(Sequential::shared()), &graph, &named)?;
 
     std::fs::create_dir_all(&args.out)?;
     let dir = &args.out;

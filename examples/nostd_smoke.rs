@@ -16,9 +16,9 @@ extern crate alloc;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use skainet_schedule::kernels::sdpa::{scaled_dot_product_attention, SdpaOptions};
-use skainet_schedule::registry::KernelDispatch;
-use skainet_schedule::tensor::Tensor;
+use skainet_schedule::KernelDispatch;
+use skainet_schedule::Tensor;
+use skainet_schedule::{scaled_dot_product_attention, SdpaOptions};
 use skainet_schedule::{Schedule, ScheduleExt, Sequential};
 
 /// Runs a region and a registry lookup; returns a checksum the caller can test.

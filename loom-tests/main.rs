@@ -19,7 +19,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use skainet_schedule::runtime::{self, model_hooks};
+use skainet_schedule::model_hooks;
 use skainet_schedule::{Schedule, ScheduleExt};
 
 /// Runs `f` under loom with a preemption bound (the env's `LOOM_MAX_PREEMPTIONS`, else 3).
@@ -51,7 +51,7 @@ fn quiet_deliberate_panics() {
 #[test]
 fn helper_writes_happen_before_the_region_returns() {
     model(|| {
-        let pool = runtime::dedicated(2).unwrap();
+        let pool = skainet_schedule::dedicated(2).unwrap();
         let cells = [UnsafeCell::new(0usize), UnsafeCell::new(0usize)];
         struct Cells<'a>(&'a [UnsafeCell<usize>; 2]);
         // SAFETY: chunk `i` is the only writer of cell `i` during the region (loom checks it).
@@ -76,7 +76,7 @@ fn helper_writes_happen_before_the_region_returns() {
 fn a_panic_skips_unclaimed_chunks_and_waits_for_claimed_ones() {
     quiet_deliberate_panics();
     model(|| {
-        let pool = runtime::dedicated(3).unwrap();
+        let pool = skainet_schedule::dedicated(3).unwrap();
         let started: [AtomicBool; 3] = Default::default();
         let finished: [AtomicBool; 3] = Default::default();
         let on_caller: [AtomicBool; 3] = Default::default();
@@ -115,7 +115,7 @@ fn a_panic_skips_unclaimed_chunks_and_waits_for_claimed_ones() {
 #[test]
 fn an_err_is_returned_after_claimed_chunks_finished() {
     model(|| {
-        let pool = runtime::dedicated(2).unwrap();
+        let pool = skainet_schedule::dedicated(2).unwrap();
         let started: [AtomicBool; 2] = Default::default();
         let finished: [AtomicBool; 2] = Default::default();
         let result = pool.try_for_range(2, 1, &|start, _| {
@@ -138,7 +138,7 @@ fn an_err_is_returned_after_claimed_chunks_finished() {
 #[test]
 fn a_nested_region_runs_inline() {
     model(|| {
-        let pool = runtime::dedicated(2).unwrap();
+        let pool = skainet_schedule::dedicated(2).unwrap();
         let inner_calls = AtomicUsize::new(0);
         pool.for_range(2, 1, &|_, _| {
             let outer = thread::current().id();
@@ -157,7 +157,7 @@ fn a_nested_region_runs_inline() {
 #[test]
 fn both_workers_opening_regions_on_their_own_pool_finish() {
     model(|| {
-        let pool = runtime::dedicated(3).unwrap();
+        let pool = skainet_schedule::dedicated(3).unwrap();
         let done = Arc::new(AtomicUsize::new(0));
         for _ in 0..2 {
             let mine = pool.clone();
@@ -186,7 +186,7 @@ fn both_workers_opening_regions_on_their_own_pool_finish() {
 #[test]
 fn a_helper_held_until_the_region_returned_touches_nothing_freed() {
     model(|| {
-        let pool = runtime::dedicated(2).unwrap();
+        let pool = skainet_schedule::dedicated(2).unwrap();
         let returned = Arc::new(AtomicBool::new(false));
         {
             let returned = Arc::clone(&returned);
@@ -216,7 +216,7 @@ fn a_helper_held_until_the_region_returned_touches_nothing_freed() {
 #[test]
 fn a_late_helper_touches_nothing_freed() {
     model(|| {
-        let pool = runtime::dedicated(2).unwrap();
+        let pool = skainet_schedule::dedicated(2).unwrap();
         let returned = AtomicBool::new(false);
         // The body outlives the pool (and so every helper), so that a late call would be
         // caught by the flag rather than be undefined behaviour.

@@ -8,7 +8,7 @@
 use alloc::format;
 use alloc::string::{String, ToString};
 
-use crate::kernels::{OpsRef, TensorOps};
+use crate::kernels::{CpuOps, OpsRef, TensorOps};
 use crate::schedule::{same_schedule, Schedule, ScheduleRef};
 use crate::sync::Arc;
 use crate::trace::{NoopSink, TraceEvent, TraceSink, TraceSinkRef};
@@ -76,8 +76,8 @@ fn cannot_rebuild(ops: &dyn TensorOps) -> String {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use skainet_schedule::context::{ExecutionContext, OpsContext};
-/// # use skainet_schedule::{ScheduleRef, Sequential, kernels::{OpsRef, TensorOps}};
+/// use skainet_schedule::prelude::*;
+/// use skainet_schedule::{OpsContext, OpsRef, ScheduleRef, Sequential};
 /// # struct MyOps(ScheduleRef);
 /// # impl TensorOps for MyOps {
 /// #     fn schedule(&self) -> &ScheduleRef { &self.0 }
@@ -99,6 +99,22 @@ impl OpsContext {
             ops,
             sink: NoopSink::shared(),
         }
+    }
+
+    /// The CPU context: this crate's [`CpuOps`] under `schedule`, with the no-op sink.
+    ///
+    /// It always honours [`with_schedule`](ExecutionContext::with_schedule): CPU ops rebuild
+    /// under any schedule, so it returns a sibling with the same sink, never a downgrade.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use skainet_schedule::prelude::*;
+    /// use skainet_schedule::{OpsContext, Sequential};
+    /// let ctx = Arc::new(OpsContext::cpu(Sequential::shared()));
+    /// assert_eq!(ctx.ops().schedule().name(), "sequential");
+    /// ```
+    pub fn cpu(schedule: ScheduleRef) -> Self {
+        Self::new(CpuOps::shared(schedule))
     }
 
     /// The same context reporting to `sink`.
@@ -208,9 +224,8 @@ pub trait ContextExt {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use skainet_schedule::context::{ContextExt, ContextRef, ExecutionContext, OpsContext};
-    /// use skainet_schedule::{Schedule, ScheduleRef, Sequential};
-    /// # use skainet_schedule::kernels::{OpsRef, TensorOps};
+    /// use skainet_schedule::prelude::*;
+    /// use skainet_schedule::{ContextRef, OpsContext, OpsRef, ScheduleRef, Sequential};
     /// # struct MyOps(ScheduleRef);
     /// # impl TensorOps for MyOps {
     /// #     fn schedule(&self) -> &ScheduleRef { &self.0 }
@@ -243,79 +258,25 @@ impl ContextExt for ContextRef {
     }
 }
 
-/// The CPU context: [`CpuOps`](crate::kernels::CpuOps) under a schedule chosen at
-/// construction, and a trace sink.
-///
-/// Its default schedule is [`platform_default_schedule`](crate::platform_default_schedule)
-/// (`hardware()` with the `parallel` feature, `Sequential` otherwise). It always honours
-/// [`with_schedule`](ExecutionContext::with_schedule): it returns a sibling with the same sink
-/// and CPU ops rebuilt under the new schedule, never a downgrade; asking for the schedule it
-/// has returns itself.
-///
-/// ```
-/// use std::sync::Arc;
-/// use skainet_schedule::context::{CpuContext, ExecutionContext};
-/// use skainet_schedule::Sequential;
-/// let ctx = Arc::new(CpuContext::new(Sequential::shared()));
-/// assert_eq!(ctx.ops().schedule().name(), "sequential");
-/// ```
-#[derive(Clone)]
-pub struct CpuContext {
-    ops: OpsRef,
-    sink: TraceSinkRef,
-}
-
-impl CpuContext {
-    /// A CPU context under `schedule`, with the no-op sink.
-    pub fn new(schedule: ScheduleRef) -> Self {
-        Self {
-            ops: crate::kernels::CpuOps::shared(schedule),
-            sink: NoopSink::shared(),
-        }
-    }
-
-    /// The same context reporting to `sink`.
-    pub fn with_sink(mut self, sink: TraceSinkRef) -> Self {
-        self.sink = sink;
-        self
-    }
-}
-
-impl Default for CpuContext {
-    /// A CPU context under [`platform_default_schedule`](crate::platform_default_schedule).
+impl Default for OpsContext {
+    /// [`OpsContext::cpu`] under [`platform_default_schedule`].
     fn default() -> Self {
-        Self::new(crate::platform_default_schedule())
+        Self::cpu(platform_default_schedule())
     }
 }
 
-impl core::fmt::Debug for CpuContext {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("CpuContext")
-            .field("schedule", &self.ops.schedule().name())
-            .finish_non_exhaustive()
+/// The schedule a CPU context uses when none is given: the process-wide `hardware()` pool with
+/// the `parallel` feature, [`Sequential`](crate::Sequential) otherwise.
+///
+/// This is the one place outside the runtime that names it: kernels take their schedule as an
+/// argument and never reach for a pool on their own.
+pub fn platform_default_schedule() -> ScheduleRef {
+    #[cfg(feature = "parallel")]
+    {
+        crate::runtime::platform_default()
     }
-}
-
-impl ExecutionContext for CpuContext {
-    fn schedule(&self) -> &ScheduleRef {
-        self.ops.schedule()
-    }
-
-    fn ops(&self) -> &OpsRef {
-        &self.ops
-    }
-
-    fn trace_sink(&self) -> &TraceSinkRef {
-        &self.sink
-    }
-
-    fn with_schedule(self: Arc<Self>, schedule: ScheduleRef) -> ContextRef {
-        if same_schedule(self.schedule().as_ref(), schedule.as_ref()) {
-            return self;
-        }
-        Arc::new(CpuContext {
-            ops: crate::kernels::CpuOps::shared(schedule),
-            sink: self.sink.clone(),
-        })
+    #[cfg(not(feature = "parallel"))]
+    {
+        crate::Sequential::shared()
     }
 }

@@ -56,52 +56,84 @@
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
 //!
 //! See `features.md` in the repository for targets and dependencies.
+//!
+//! ## Where things are
+//!
+//! Everything a kernel caller needs is at the crate root: the contract ([`Schedule`],
+//! [`Sequential`], [`ScheduleExt`]), the schedules of the features (`hardware()`,
+//! `dedicated()`, `RayonSchedule`), the tensor ([`Tensor`]), the kernels
+//! ([`scaled_dot_product_attention`], [`matmul()`], [`conv2d()`]) and their one error type
+//! [`KernelError`] (`From<TensorError>`, so one `?` covers building inputs and calling a
+//! kernel), the context seam, tracing and the registries. Three modules group what is not:
+//! [`shape`] (the shape rules every op shares, wrapped by [`KernelError::Shape`] and
+//! [`graph::GraphError::BadShape`]), [`graph`] (the compile lane) and [`prelude`] (the traits).
+//!
+//! ## `no_std`
+//!
+//! Without default features the crate is `#![no_std]` and needs `alloc`: a final binary
+//! provides a `#[global_allocator]` and a `#[panic_handler]` (the repository's
+//! `examples/nostd_smoke.rs` does both for a Cortex-M4F and runs attention under
+//! [`Sequential`]).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
 
 extern crate alloc;
 
-pub mod attr;
-pub mod context;
+mod context;
 pub mod graph;
-pub mod kernels;
-pub mod registry;
-pub mod schedule;
-pub mod tensor;
-pub mod trace;
+mod kernels;
+mod registry;
+mod schedule;
+pub mod shape;
+mod tensor;
+mod trace;
 
 #[cfg(any(feature = "parallel", feature = "rayon"))]
-pub mod runtime;
+mod runtime;
 
 pub(crate) mod sync;
 
-pub use attr::{Attr, AttrMap};
+pub use context::{
+    platform_default_schedule, refuse_schedule, ContextExt, ContextRef, ExecutionContext,
+    OpsContext, Scheduled,
+};
 pub use kernels::{
-    conv2d, matmul, scaled_dot_product_attention, Conv2dOptions, CpuOps, KernelError, SdpaOptions,
+    conv2d, conv2d_with, cpu_kernels, exp, matmul, matmul_with, parallel_chunks,
+    scaled_dot_product_attention, scaled_dot_product_attention_with, selected_kernels,
+    Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef, SdpaOptions, TensorOps,
+    Work, CONV2D_PARALLEL_MIN_WORK, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
+    MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
 };
+pub use registry::{KernelDispatch, KernelProvider, KernelRegistry};
 pub use schedule::{
-    chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, HintError, Schedule,
-    ScheduleExt, ScheduleHint, ScheduleRef, Sequential, SCHEDULE_KEY,
+    chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, Schedule,
+    ScheduleExt, ScheduleRef, Sequential, TryChunkBody,
 };
+pub use shape::ShapeError;
+pub use tensor::{Tensor, TensorError};
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
 
+#[cfg(feature = "loom")]
+#[doc(hidden)]
+pub use runtime::model_hooks;
 #[cfg(feature = "rayon")]
 pub use runtime::RayonSchedule;
 #[cfg(feature = "parallel")]
-pub use runtime::{dedicated, hardware, PoolSchedule, ScheduleError};
+pub use runtime::{
+    dedicated, hardware, hardware_fallback, hardware_parallelism, parse_task_groups, PoolSchedule,
+    ScheduleError, TASK_GROUPS_VAR,
+};
 
-/// The schedule a CPU context uses when none is given: the process-wide `hardware()` pool with
-/// the `parallel` feature, [`Sequential`] otherwise.
-pub fn platform_default_schedule() -> ScheduleRef {
-    #[cfg(feature = "parallel")]
-    {
-        runtime::platform_default()
-    }
-    #[cfg(not(feature = "parallel"))]
-    {
-        Sequential::shared()
-    }
+/// The traits, for `use skainet_schedule::prelude::*`: their methods then work on every
+/// schedule, context, ops and sink value (`hardware().for_range(..)`, `ctx.ops()`, ...) without
+/// naming each trait. Every item here is also at the crate root; this module adds no item.
+pub mod prelude {
+    pub use crate::context::{ContextExt, ExecutionContext};
+    pub use crate::kernels::TensorOps;
+    pub use crate::registry::KernelProvider;
+    pub use crate::schedule::{Schedule, ScheduleExt};
+    pub use crate::trace::TraceSink;
 }
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

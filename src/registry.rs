@@ -60,7 +60,7 @@ pub trait KernelProvider: Send + Sync {
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use std::sync::Arc;
-/// use skainet_schedule::registry::{KernelProvider, KernelRegistry};
+/// use skainet_schedule::{KernelProvider, KernelRegistry};
 /// struct P(&'static str, i32, bool);
 /// impl KernelProvider for P {
 ///     fn name(&self) -> &str { self.0 }
@@ -154,7 +154,7 @@ impl<P: ?Sized + KernelProvider> fmt::Debug for KernelRegistry<P> {
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use std::sync::Arc;
-/// use skainet_schedule::registry::KernelDispatch;
+/// use skainet_schedule::KernelDispatch;
 /// let dispatch: KernelDispatch<dyn Fn(f32) -> f32 + Send + Sync> = KernelDispatch::new();
 /// dispatch.ensure_installed(|d| {
 ///     d.register("double", Arc::new(|x: f32| x * 2.0));

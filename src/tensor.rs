@@ -1,13 +1,15 @@
 //! The small owned f32 tensor the kernels and the graph executor exchange.
 
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
+
+// The graph lane's readers count elements here too.
+pub(crate) use crate::shape::element_count;
 
 /// A dense, row-major f32 tensor: a shape and exactly `shape.iter().product()` values.
 ///
 /// ```
-/// use skainet_schedule::tensor::Tensor;
+/// use skainet_schedule::Tensor;
 /// let t = Tensor::new(vec![2, 3], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
 /// assert_eq!(t.shape(), [2, 3]);
 /// assert_eq!(t.get(&[1, 2]), Some(5.0));
@@ -20,6 +22,7 @@ pub struct Tensor {
 
 /// Why a tensor could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TensorError {
     /// The number of values does not match the shape.
     LengthMismatch {
@@ -30,8 +33,14 @@ pub enum TensorError {
         /// The number of values given.
         actual: usize,
     },
-    /// The shape's element count overflows `usize`.
+    /// The shape holds more than [`MAX_ELEMENTS`](crate::shape::MAX_ELEMENTS) values: no
+    /// allocation can hold it.
     TooLarge {
+        /// The shape given.
+        shape: Vec<usize>,
+    },
+    /// The values could not be allocated (the system is out of memory for this size).
+    Alloc {
         /// The shape given.
         shape: Vec<usize>,
     },
@@ -48,11 +57,12 @@ impl fmt::Display for TensorError {
                 f,
                 "tensor of shape {shape:?} needs {expected} values, got {actual}"
             ),
-            Self::TooLarge { shape } => {
-                write!(
-                    f,
-                    "tensor of shape {shape:?} has more elements than usize holds"
-                )
+            Self::TooLarge { shape } => write!(
+                f,
+                "tensor of shape {shape:?} has more elements than one allocation can hold"
+            ),
+            Self::Alloc { shape } => {
+                write!(f, "tensor of shape {shape:?} could not be allocated")
             }
         }
     }
@@ -60,9 +70,12 @@ impl fmt::Display for TensorError {
 
 impl core::error::Error for TensorError {}
 
-/// The number of elements of `shape`, or `None` on overflow.
-pub fn element_count(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+/// `len` zeros, or `None` when they cannot be allocated: never an abort.
+pub(crate) fn try_zeroed(len: usize) -> Option<Vec<f32>> {
+    let mut data = Vec::new();
+    data.try_reserve_exact(len).ok()?;
+    data.resize(len, 0.0);
+    Some(data)
 }
 
 impl Tensor {
@@ -73,9 +86,7 @@ impl Tensor {
     /// [`TensorError::LengthMismatch`] when `data.len()` is not the shape's element count;
     /// [`TensorError::TooLarge`] when that count overflows.
     pub fn new(shape: Vec<usize>, data: Vec<f32>) -> Result<Self, TensorError> {
-        let expected = element_count(&shape).ok_or_else(|| TensorError::TooLarge {
-            shape: shape.clone(),
-        })?;
+        let expected = checked_count(&shape)?;
         if data.len() != expected {
             return Err(TensorError::LengthMismatch {
                 shape,
@@ -90,30 +101,29 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// [`TensorError::TooLarge`] when the element count overflows.
+    /// [`TensorError::TooLarge`] when the element count is above
+    /// [`MAX_ELEMENTS`](crate::shape::MAX_ELEMENTS); [`TensorError::Alloc`] when the memory
+    /// cannot be had.
     pub fn zeros(shape: Vec<usize>) -> Result<Self, TensorError> {
-        let n = element_count(&shape).ok_or_else(|| TensorError::TooLarge {
-            shape: shape.clone(),
-        })?;
-        Ok(Self {
-            shape,
-            data: vec![0.0; n],
-        })
+        let n = checked_count(&shape)?;
+        match try_zeroed(n) {
+            Some(data) => Ok(Self { shape, data }),
+            None => Err(TensorError::Alloc { shape }),
+        }
     }
 
     /// A tensor whose element at flat (row-major) index `i` is `f(i)`.
     ///
     /// # Errors
     ///
-    /// [`TensorError::TooLarge`] when the element count overflows.
-    pub fn from_fn(shape: Vec<usize>, f: impl FnMut(usize) -> f32) -> Result<Self, TensorError> {
-        let n = element_count(&shape).ok_or_else(|| TensorError::TooLarge {
-            shape: shape.clone(),
-        })?;
-        Ok(Self {
-            shape,
-            data: (0..n).map(f).collect(),
-        })
+    /// As [`zeros`](Self::zeros).
+    pub fn from_fn(
+        shape: Vec<usize>,
+        mut f: impl FnMut(usize) -> f32,
+    ) -> Result<Self, TensorError> {
+        let mut t = Self::zeros(shape)?;
+        t.data.iter_mut().enumerate().for_each(|(i, x)| *x = f(i));
+        Ok(t)
     }
 
     /// The shape.
@@ -181,9 +191,16 @@ impl Tensor {
     }
 }
 
+fn checked_count(shape: &[usize]) -> Result<usize, TensorError> {
+    element_count(shape).ok_or_else(|| TensorError::TooLarge {
+        shape: shape.to_vec(),
+    })
+}
+
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     #[test]
     fn new_rejects_a_length_mismatch() {

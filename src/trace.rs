@@ -71,7 +71,7 @@ impl TraceSink for NoopSink {
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::trace::{CollectingSink, TraceEvent, TraceSink};
+/// use skainet_schedule::{CollectingSink, TraceEvent, TraceSink};
 /// let sink = CollectingSink::new();
 /// sink.emit(TraceEvent::ScheduleDowngraded {
 ///     requested: "hardware(8)".into(),

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use skainet_schedule::context::{
+use skainet_schedule::{
     refuse_schedule, ContextExt, ContextRef, ExecutionContext, OpsContext, Scheduled,
 };
-use skainet_schedule::kernels::{OpsRef, TensorOps};
 use skainet_schedule::{CollectingSink, Schedule, ScheduleRef, Sequential, TraceEvent};
+use skainet_schedule::{OpsRef, TensorOps};
 
 /// A schedule that only differs from `Sequential` by its name.
 struct Named(&'static str, usize);

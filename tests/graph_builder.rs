@@ -1,9 +1,10 @@
 #![cfg(not(feature = "loom"))]
 //! The graph builder: ids, scoped and per-op hints, shape checks at build time.
 
-use skainet_schedule::graph::{Graph, GraphBuilder, GraphError, Op, OpKind, ShapeError, Value};
-use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
-use skainet_schedule::{Attr, ScheduleHint, SCHEDULE_KEY};
+use skainet_schedule::graph::{Attr, ScheduleHint, SCHEDULE_KEY};
+use skainet_schedule::graph::{Graph, GraphBuilder, GraphError, Op, OpKind, Value};
+use skainet_schedule::ShapeError;
+use skainet_schedule::{Conv2dOptions, SdpaOptions};
 
 fn hint(dims: &[&str]) -> ScheduleHint {
     ScheduleHint::parallel(dims.iter().copied()).unwrap()
@@ -175,7 +176,7 @@ fn a_bad_shape_is_an_error_naming_the_node() {
         Err(GraphError::BadShape {
             node: "attn".into(),
             op: OpKind::Sdpa,
-            error: ShapeError::Heads {
+            error: ShapeError::KvHeadsDoNotDivide {
                 q: vec![1, 8, 5, 16],
                 k: vec![1, 3, 9, 16]
             }
@@ -183,7 +184,7 @@ fn a_bad_shape_is_an_error_naming_the_node() {
     );
     assert_eq!(
         err.unwrap_err().to_string(),
-        "node \"attn\" (sdpa): query heads must be a multiple of K/V heads: q [1, 8, 5, 16], k [1, 3, 9, 16]"
+        "node \"attn\": sdpa: k/v heads of [1, 3, 9, 16] do not divide the query heads of [1, 8, 5, 16]"
     );
 }
 
@@ -197,10 +198,9 @@ fn a_bad_shape_names_a_generated_id_too() {
         Err(GraphError::BadShape {
             node: "matmul_0".into(),
             op: OpKind::Matmul,
-            error: ShapeError::Mismatch {
-                what: "a and b (inner)",
-                left: vec![4, 3],
-                right: vec![4, 2]
+            error: ShapeError::MatmulInnerMismatch {
+                a: vec![4, 3],
+                b: vec![4, 2]
             }
         })
     );
@@ -220,7 +220,7 @@ fn causal_attention_with_more_queries_than_keys_is_rejected() {
         Err(GraphError::BadShape {
             node: "attn".into(),
             op: OpKind::Sdpa,
-            error: ShapeError::CausalQueriesExceedKeys {
+            error: ShapeError::CausalQueryLongerThanKeys {
                 q: vec![1, 2, 9, 4],
                 k: vec![1, 2, 5, 4]
             }
@@ -253,7 +253,7 @@ fn masks_broadcast_by_trailing_alignment() {
         Err(GraphError::BadShape {
             node: "masked".into(),
             op: OpKind::Sdpa,
-            error: ShapeError::Mask {
+            error: ShapeError::MaskShape {
                 mask: vec![1, 2, 5, 9],
                 scores: vec![1, 8, 5, 9]
             }
@@ -286,10 +286,9 @@ fn conv2d_infers_its_output_and_checks_its_window() {
         Err(GraphError::BadShape {
             node: "c2".into(),
             op: OpKind::Conv2d,
-            error: ShapeError::ConvWindow {
+            error: ShapeError::ConvKernelTooLarge {
                 input: vec![2, 3, 8, 8],
                 weight: vec![4, 3, 9, 9],
-                stride: [1, 1],
                 padding: [0, 0]
             }
         })

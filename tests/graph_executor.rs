@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use skainet_schedule::context::{ContextRef, ExecutionContext};
+use skainet_schedule::graph::ScheduleHint;
 use skainet_schedule::graph::{execute, ExecError, Graph, GraphBuilder, GraphContext};
-use skainet_schedule::kernels::{Conv2dOptions, CpuOps, OpsRef, SdpaOptions, TensorOps};
-use skainet_schedule::tensor::Tensor;
-use skainet_schedule::{CollectingSink, ScheduleHint, ScheduleRef, Sequential, TraceEvent};
+use skainet_schedule::Tensor;
+use skainet_schedule::{CollectingSink, ScheduleRef, Sequential, TraceEvent};
+use skainet_schedule::{ContextRef, ExecutionContext};
+use skainet_schedule::{Conv2dOptions, CpuOps, OpsRef, SdpaOptions, TensorOps};
 
 mod common;
 

@@ -1,11 +1,11 @@
 #![cfg(not(feature = "loom"))]
 //! The StableHLO export: the module header, and the lowerings' structure.
 
+use skainet_schedule::graph::ScheduleHint;
 use skainet_schedule::graph::{
     core_passes, stablehlo, Graph, GraphBuilder, ScheduleAnnotationPass,
 };
-use skainet_schedule::kernels::SdpaOptions;
-use skainet_schedule::ScheduleHint;
+use skainet_schedule::SdpaOptions;
 
 mod common;
 

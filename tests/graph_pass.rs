@@ -5,8 +5,8 @@ use skainet_schedule::graph::{
     core_passes, DefaultsError, Diagnostic, DiagnosticKind, Graph, GraphBuilder, OpKind,
     ScheduleAnnotationPass, ScheduleClass, StructuralDefaults, TensorLayoutPass, LAYOUT_KEY,
 };
-use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
-use skainet_schedule::{Attr, ScheduleHint, SCHEDULE_KEY};
+use skainet_schedule::graph::{Attr, ScheduleHint, SCHEDULE_KEY};
+use skainet_schedule::{Conv2dOptions, SdpaOptions};
 
 fn hint(dims: &[&str]) -> ScheduleHint {
     ScheduleHint::parallel(dims.iter().copied()).unwrap()
@@ -46,7 +46,7 @@ fn an_accepted_hint_is_stamped_exactly() {
     let mut g = graph(None, Some(hint(&["rows"])), None);
     let diagnostics = ScheduleAnnotationPass::new().run(&mut g);
     assert_eq!(diagnostics, []);
-    let mut expected = skainet_schedule::AttrMap::new();
+    let mut expected = skainet_schedule::graph::AttrMap::new();
     expected.insert("parallel_dims".into(), Attr::List(vec![Attr::from("rows")]));
     assert_eq!(
         g.find("mm").unwrap().metadata().get(SCHEDULE_KEY),

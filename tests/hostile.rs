@@ -6,5 +6,4 @@
 #![cfg(not(feature = "loom"))]
 
 #[path = "runtime_support/mod.rs"]
-#[allow(dead_code)]
 mod support;

@@ -14,12 +14,13 @@ mod common;
 use common::graph::{attention_graph, conv_graph, graph_inputs};
 use std::path::{Path, PathBuf};
 
-use skainet_schedule::context::CpuContext;
 use skainet_schedule::graph::iree::IreeTools;
+use skainet_schedule::graph::ScheduleHint;
 use skainet_schedule::graph::{core_passes, execute, stablehlo, Graph, GraphBuilder};
-use skainet_schedule::kernels::SdpaOptions;
-use skainet_schedule::tensor::Tensor;
-use skainet_schedule::{ScheduleHint, Sequential};
+use skainet_schedule::OpsContext;
+use skainet_schedule::SdpaOptions;
+use skainet_schedule::Sequential;
+use skainet_schedule::Tensor;
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -92,7 +93,7 @@ fn round_trip(name: &str, mut graph: Graph, inputs: Vec<(String, Tensor)>, bare:
     let compiled = std::fs::read(&vmfb).unwrap();
 
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let expected = execute(&CpuContext::new(Sequential::shared()), &graph, &named).unwrap();
+    let expected = execute(&OpsContext::cpu(Sequential::shared()), &graph, &named).unwrap();
     let tensors: Vec<&Tensor> = inputs.iter().map(|(_, t)| t).collect();
 
     for groups in group_counts() {
@@ -163,7 +164,7 @@ fn iree_runs_masked_attention_with_a_fully_masked_row() {
         }
     }
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let eager = execute(&CpuContext::new(Sequential::shared()), &g, &named).unwrap();
+    let eager = execute(&OpsContext::cpu(Sequential::shared()), &g, &named).unwrap();
     for h in 0..4 {
         for d in 0..8 {
             assert_eq!(eager[0].get(&[1, h, 2, d]), Some(0.0));

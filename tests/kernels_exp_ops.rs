@@ -7,13 +7,11 @@ mod common;
 use std::sync::Arc;
 
 use common::{uniform, Order, OutOfOrder};
-use skainet_schedule::context::{CpuContext, ExecutionContext};
-use skainet_schedule::kernels::{
-    exp, parallel_chunks, scaled_dot_product_attention, CpuOps, KernelError, SdpaOptions,
-    TensorOps, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
-};
+use skainet_schedule::prelude::*;
 use skainet_schedule::{
-    platform_default_schedule, CollectingSink, DisjointError, Schedule, ScheduleRef, Sequential,
+    exp, parallel_chunks, platform_default_schedule, scaled_dot_product_attention, CollectingSink,
+    CpuOps, DisjointError, KernelError, OpsContext, ScheduleRef, SdpaOptions, Sequential, Work,
+    EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
 };
 
 #[test]
@@ -58,9 +56,14 @@ fn exp_special_values() {
 fn parallel_chunks_stays_inline_below_the_minimum_work() {
     let schedule = OutOfOrder::new(4, Order::Reversed);
     let mut out = vec![0u32; 12];
-    parallel_chunks("test", &schedule, &mut out, 3, 10, 11, &|units, chunk| {
+    let work = Work {
+        total: 10,
+        fork_from: 11,
+    };
+    parallel_chunks("test", &schedule, &mut out, 3, work, &|units, chunk| {
         assert_eq!(units, 0..4);
         chunk.fill(1);
+        Ok(())
     })
     .unwrap();
     assert_eq!(schedule.regions(), 0);
@@ -71,10 +74,15 @@ fn parallel_chunks_stays_inline_below_the_minimum_work() {
 fn parallel_chunks_splits_units_at_or_above_the_minimum_work() {
     let schedule = OutOfOrder::new(2, Order::Shuffled(3));
     let mut out = vec![0usize; 8];
-    parallel_chunks("test", &schedule, &mut out, 2, 11, 11, &|units, chunk| {
+    let work = Work {
+        total: 11,
+        fork_from: 11,
+    };
+    parallel_chunks("test", &schedule, &mut out, 2, work, &|units, chunk| {
         for (k, x) in chunk.iter_mut().enumerate() {
             *x = units.start * 2 + k;
         }
+        Ok(())
     })
     .unwrap();
     assert_eq!(schedule.regions(), 1);
@@ -84,7 +92,11 @@ fn parallel_chunks_splits_units_at_or_above_the_minimum_work() {
 #[test]
 fn parallel_chunks_reports_a_ragged_output() {
     let mut out = vec![0u8; 7];
-    let err = parallel_chunks("test", &Sequential, &mut out, 2, 0, 0, &|_, _| {}).unwrap_err();
+    let work = Work {
+        total: 0,
+        fork_from: 0,
+    };
+    let err = parallel_chunks("test", &Sequential, &mut out, 2, work, &|_, _| Ok(())).unwrap_err();
     assert_eq!(
         err,
         KernelError::DisjointSplit(DisjointError::RaggedLength {
@@ -123,16 +135,15 @@ fn cpu_ops_with_schedule_returns_a_sibling_under_the_new_schedule() {
 }
 
 #[test]
-fn cpu_ops_and_context_default_to_the_platform_schedule() {
+fn the_default_context_runs_cpu_ops_under_the_platform_schedule() {
     let expected = platform_default_schedule().name().to_string();
-    assert_eq!(CpuOps::default().schedule().name(), expected);
-    assert_eq!(CpuContext::default().schedule().name(), expected);
+    assert_eq!(OpsContext::default().schedule().name(), expected);
 }
 
 #[test]
 fn cpu_context_honours_with_schedule_without_a_downgrade() {
     let sink = Arc::new(CollectingSink::new());
-    let ctx = Arc::new(CpuContext::new(Sequential::shared()).with_sink(sink.clone()));
+    let ctx = Arc::new(OpsContext::cpu(Sequential::shared()).with_sink(sink.clone()));
     let next = ctx
         .clone()
         .with_schedule(Arc::new(OutOfOrder::new(2, Order::Reversed)));
@@ -151,7 +162,7 @@ fn cpu_context_honours_with_schedule_without_a_downgrade() {
 
 #[test]
 fn cpu_context_asked_for_its_own_schedule_returns_itself() {
-    let ctx = Arc::new(CpuContext::new(Sequential::shared()));
+    let ctx = Arc::new(OpsContext::cpu(Sequential::shared()));
     let same = ctx.clone().with_schedule(Sequential::shared());
     assert!(std::ptr::addr_eq(Arc::as_ptr(&same), Arc::as_ptr(&ctx)));
 }

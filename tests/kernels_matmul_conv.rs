@@ -5,12 +5,13 @@
 mod common;
 
 use common::{all_schedules, max_abs_diff, uniform};
-use skainet_schedule::kernels::{
+use skainet_schedule::KernelProvider;
+use skainet_schedule::Sequential;
+use skainet_schedule::ShapeError;
+use skainet_schedule::Tensor;
+use skainet_schedule::{
     conv2d, conv2d_with, cpu_kernels, matmul, matmul_with, Conv2dOptions, KernelConfig, KernelError,
 };
-use skainet_schedule::registry::KernelProvider;
-use skainet_schedule::tensor::Tensor;
-use skainet_schedule::Sequential;
 
 fn forking() -> KernelConfig {
     KernelConfig::selected().with_min_parallel_work(0)
@@ -130,12 +131,12 @@ fn matmul_rejects_a_rank_one_left_operand() {
     let e = matmul(&uniform(&[4], 1), &uniform(&[4, 2], 2), &Sequential).unwrap_err();
     assert_eq!(
         e,
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "matmul",
             operand: "a",
             expected: ">= 2",
             shape: vec![4]
-        }
+        })
     );
 }
 
@@ -144,12 +145,12 @@ fn matmul_rejects_a_right_operand_that_is_not_rank_2() {
     let e = matmul(&uniform(&[3, 4], 1), &uniform(&[1, 4, 2], 2), &Sequential).unwrap_err();
     assert_eq!(
         e,
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "matmul",
             operand: "b",
             expected: "2",
             shape: vec![1, 4, 2]
-        }
+        })
     );
 }
 
@@ -161,10 +162,10 @@ fn matmul_rejects_an_output_too_large_to_index() {
     let b = Tensor::zeros(vec![0, 1 << 40]).unwrap();
     assert_eq!(
         matmul(&a, &b, &Sequential).unwrap_err(),
-        KernelError::MatmulTooLarge {
-            a: vec![1 << 40, 0],
-            b: vec![0, 1 << 40]
-        }
+        KernelError::Shape(ShapeError::TooLarge {
+            op: "matmul",
+            shapes: vec![vec![1 << 40, 0], vec![0, 1 << 40]]
+        })
     );
 }
 
@@ -173,10 +174,10 @@ fn matmul_rejects_mismatched_inner_dimensions() {
     let e = matmul(&uniform(&[3, 4], 1), &uniform(&[5, 2], 2), &Sequential).unwrap_err();
     assert_eq!(
         e,
-        KernelError::MatmulInnerMismatch {
+        KernelError::Shape(ShapeError::MatmulInnerMismatch {
             a: vec![3, 4],
             b: vec![5, 2]
-        }
+        })
     );
     assert_eq!(
         e.to_string(),
@@ -292,21 +293,21 @@ fn conv2d_rejects_inputs_and_weights_that_are_not_rank_4() {
     let d = Conv2dOptions::default();
     assert_eq!(
         conv_err(&[1, 3, 8], &[2, 3, 3, 3], None, d),
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "conv2d",
             operand: "input",
             expected: "4",
             shape: vec![1, 3, 8]
-        }
+        })
     );
     assert_eq!(
         conv_err(&[1, 3, 8, 8], &[2, 3, 3], None, d),
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "conv2d",
             operand: "weight",
             expected: "4",
             shape: vec![2, 3, 3]
-        }
+        })
     );
 }
 
@@ -314,10 +315,10 @@ fn conv2d_rejects_inputs_and_weights_that_are_not_rank_4() {
 fn conv2d_rejects_a_channel_mismatch() {
     assert_eq!(
         conv_err(&[1, 3, 8, 8], &[2, 4, 3, 3], None, Conv2dOptions::default()),
-        KernelError::ConvChannelMismatch {
+        KernelError::Shape(ShapeError::ConvChannelMismatch {
             input: vec![1, 3, 8, 8],
             weight: vec![2, 4, 3, 3]
-        }
+        })
     );
 }
 
@@ -326,19 +327,19 @@ fn conv2d_rejects_a_bias_that_is_not_one_per_output_channel() {
     let d = Conv2dOptions::default();
     assert_eq!(
         conv_err(&[1, 3, 8, 8], &[2, 3, 3, 3], Some(&[3]), d),
-        KernelError::ConvBiasShape {
+        KernelError::Shape(ShapeError::ConvBiasShape {
             bias: vec![3],
             weight: vec![2, 3, 3, 3]
-        }
+        })
     );
     assert_eq!(
         conv_err(&[1, 3, 8, 8], &[2, 3, 3, 3], Some(&[1, 2]), d),
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "conv2d",
             operand: "bias",
             expected: "1",
             shape: vec![1, 2]
-        }
+        })
     );
 }
 
@@ -350,7 +351,7 @@ fn conv2d_rejects_a_zero_stride() {
     };
     assert_eq!(
         conv_err(&[1, 3, 8, 8], &[2, 3, 3, 3], None, o),
-        KernelError::ConvZeroStride { stride: [1, 0] }
+        KernelError::Shape(ShapeError::ConvZeroStride { stride: [1, 0] })
     );
 }
 
@@ -362,11 +363,11 @@ fn conv2d_rejects_a_kernel_larger_than_the_padded_input() {
     };
     assert_eq!(
         conv_err(&[1, 3, 4, 4], &[2, 3, 3, 5], None, o),
-        KernelError::ConvKernelTooLarge {
+        KernelError::Shape(ShapeError::ConvKernelTooLarge {
             input: vec![1, 3, 4, 4],
             weight: vec![2, 3, 3, 5],
             padding: [1, 0]
-        }
+        })
     );
 }
 
@@ -389,10 +390,9 @@ fn conv2d_rejects_padding_too_large_to_index() {
     };
     assert_eq!(
         conv_err(&[1, 1, 2, 2], &[1, 1, 1, 1], None, o),
-        KernelError::ConvTooLarge {
-            input: vec![1, 1, 2, 2],
-            weight: vec![1, 1, 1, 1],
-            padding: [usize::MAX / 2, 0]
-        }
+        KernelError::Shape(ShapeError::TooLarge {
+            op: "conv2d",
+            shapes: vec![vec![1, 1, 2, 2], vec![1, 1, 1, 1]]
+        })
     );
 }

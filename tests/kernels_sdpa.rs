@@ -10,12 +10,13 @@ use common::{
     all_schedules, max_abs_diff, reference_sdpa, sparse_mask, tile_heads, uniform, Order,
     OutOfOrder,
 };
-use skainet_schedule::kernels::{
+use skainet_schedule::KernelProvider;
+use skainet_schedule::ShapeError;
+use skainet_schedule::Tensor;
+use skainet_schedule::{
     cpu_kernels, scaled_dot_product_attention as sdpa, scaled_dot_product_attention_with,
     KernelConfig, KernelError, SdpaOptions,
 };
-use skainet_schedule::registry::KernelProvider;
-use skainet_schedule::tensor::Tensor;
 use skainet_schedule::{CollectingSink, Sequential, TraceEvent};
 
 fn opts(causal: bool, scale: Option<f32>) -> SdpaOptions {
@@ -286,12 +287,12 @@ fn err(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, causal: bo
 fn rank_error_names_the_operand_and_shape() {
     assert_eq!(
         err(&[2, 8, 4], &[2, 8, 4, 16], &[2, 8, 4, 16], None, false),
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "sdpa",
             operand: "q",
             expected: "4",
             shape: vec![2, 8, 4]
-        }
+        })
     );
     assert_eq!(
         err(
@@ -301,12 +302,12 @@ fn rank_error_names_the_operand_and_shape() {
             None,
             false
         ),
-        KernelError::Rank {
+        KernelError::Shape(ShapeError::Rank {
             op: "sdpa",
             operand: "k",
             expected: "4",
             shape: vec![2, 8, 4, 16, 1]
-        }
+        })
     );
 }
 
@@ -314,10 +315,10 @@ fn rank_error_names_the_operand_and_shape() {
 fn batch_mismatch_is_an_error() {
     assert_eq!(
         err(&[2, 8, 4, 16], &[3, 8, 4, 16], &[3, 8, 4, 16], None, false),
-        KernelError::BatchMismatch {
+        KernelError::Shape(ShapeError::BatchMismatch {
             q: vec![2, 8, 4, 16],
             kv: vec![3, 8, 4, 16]
-        }
+        })
     );
 }
 
@@ -325,10 +326,10 @@ fn batch_mismatch_is_an_error() {
 fn kv_heads_mismatch_is_an_error() {
     assert_eq!(
         err(&[2, 8, 4, 16], &[2, 2, 4, 16], &[2, 4, 4, 16], None, false),
-        KernelError::KvHeadsMismatch {
+        KernelError::Shape(ShapeError::KvHeadsMismatch {
             k: vec![2, 2, 4, 16],
             v: vec![2, 4, 4, 16]
-        }
+        })
     );
 }
 
@@ -336,10 +337,10 @@ fn kv_heads_mismatch_is_an_error() {
 fn zero_kv_heads_is_an_error() {
     assert_eq!(
         err(&[2, 8, 4, 16], &[2, 0, 4, 16], &[2, 0, 4, 16], None, false),
-        KernelError::ZeroKvHeads {
+        KernelError::Shape(ShapeError::ZeroKvHeads {
             q: vec![2, 8, 4, 16],
             k: vec![2, 0, 4, 16]
-        }
+        })
     );
 }
 
@@ -347,10 +348,10 @@ fn zero_kv_heads_is_an_error() {
 fn kv_heads_that_do_not_divide_are_an_error() {
     assert_eq!(
         err(&[2, 8, 4, 16], &[2, 3, 4, 16], &[2, 3, 4, 16], None, false),
-        KernelError::KvHeadsDoNotDivide {
+        KernelError::Shape(ShapeError::KvHeadsDoNotDivide {
             q: vec![2, 8, 4, 16],
             k: vec![2, 3, 4, 16]
-        }
+        })
     );
 }
 
@@ -358,17 +359,17 @@ fn kv_heads_that_do_not_divide_are_an_error() {
 fn head_dim_mismatch_is_an_error() {
     assert_eq!(
         err(&[2, 8, 4, 16], &[2, 8, 4, 32], &[2, 8, 4, 32], None, false),
-        KernelError::HeadDimMismatch {
+        KernelError::Shape(ShapeError::HeadDimMismatch {
             q: vec![2, 8, 4, 16],
             kv: vec![2, 8, 4, 32]
-        }
+        })
     );
     assert_eq!(
         err(&[2, 8, 4, 16], &[2, 8, 4, 16], &[2, 8, 4, 8], None, false),
-        KernelError::HeadDimMismatch {
+        KernelError::Shape(ShapeError::HeadDimMismatch {
             q: vec![2, 8, 4, 16],
             kv: vec![2, 8, 4, 8]
-        }
+        })
     );
 }
 
@@ -376,10 +377,10 @@ fn head_dim_mismatch_is_an_error() {
 fn kv_length_mismatch_is_an_error() {
     assert_eq!(
         err(&[2, 8, 4, 16], &[2, 8, 5, 16], &[2, 8, 6, 16], None, false),
-        KernelError::KvLengthMismatch {
+        KernelError::Shape(ShapeError::KvLengthMismatch {
             k: vec![2, 8, 5, 16],
             v: vec![2, 8, 6, 16]
-        }
+        })
     );
 }
 
@@ -402,10 +403,10 @@ fn a_mask_that_does_not_broadcast_is_an_error() {
                 Some(bad),
                 false
             ),
-            KernelError::MaskShape {
+            KernelError::Shape(ShapeError::MaskShape {
                 mask: bad.to_vec(),
                 scores: scores.clone()
-            },
+            }),
             "{bad:?}"
         );
     }
@@ -415,10 +416,10 @@ fn a_mask_that_does_not_broadcast_is_an_error() {
 fn causal_with_more_queries_than_keys_is_an_error() {
     assert_eq!(
         err(&[2, 8, 6, 16], &[2, 8, 5, 16], &[2, 8, 5, 16], None, true),
-        KernelError::CausalQueryLongerThanKeys {
+        KernelError::Shape(ShapeError::CausalQueryLongerThanKeys {
             q: vec![2, 8, 6, 16],
             k: vec![2, 8, 5, 16]
-        }
+        })
     );
     // Without causal the same shapes are fine.
     assert!(sdpa(
@@ -489,7 +490,7 @@ fn a_call_under_the_threshold_emits_no_region() {
 #[test]
 fn a_scheduled_sdpa_over_16_units_at_parallelism_2_emits_one_region() {
     let sink = Arc::new(CollectingSink::new());
-    let schedule = skainet_schedule::runtime::dedicated(2)
+    let schedule = skainet_schedule::dedicated(2)
         .unwrap()
         .with_trace(sink.clone());
     traced_call(&schedule, 64, 128, 64);
@@ -500,7 +501,7 @@ fn a_scheduled_sdpa_over_16_units_at_parallelism_2_emits_one_region() {
 #[test]
 fn a_pool_call_under_the_threshold_emits_nothing() {
     let sink = Arc::new(CollectingSink::new());
-    let schedule = skainet_schedule::runtime::dedicated(2)
+    let schedule = skainet_schedule::dedicated(2)
         .unwrap()
         .with_trace(sink.clone());
     traced_call(&schedule, 1, 16, 16);

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use skainet_schedule::registry::{KernelDispatch, KernelProvider, KernelRegistry};
+use skainet_schedule::{KernelDispatch, KernelProvider, KernelRegistry};
 
 struct Provider {
     name: String,

@@ -9,13 +9,12 @@ use std::thread;
 use std::time::Duration;
 
 use runtime_support::{visit, watchdog};
-use skainet_schedule::runtime;
 use skainet_schedule::Schedule;
 
 #[test]
 fn sixty_four_regions_from_eight_outside_threads_on_one_pool_finish() {
     let _dog = watchdog("64 regions / 8 threads", Duration::from_secs(60));
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     let start = Arc::new(Barrier::new(8));
     let threads: Vec<_> = (0..8)
         .map(|_| {
@@ -40,7 +39,7 @@ fn a_two_worker_pool_whose_workers_all_open_regions_on_it_finishes() {
     // opens a region on the same pool at the same moment. Those run inline (nested), and the
     // outer region finishes with every unit visited.
     let _dog = watchdog("saturated two-worker pool", Duration::from_secs(30));
-    let pool = runtime::dedicated(3).unwrap();
+    let pool = skainet_schedule::dedicated(3).unwrap();
     let meet = Barrier::new(3);
     let visited = AtomicUsize::new(0);
     pool.for_range(3, 1, &|_, _| {
@@ -55,7 +54,7 @@ fn a_two_worker_pool_whose_workers_all_open_regions_on_it_finishes() {
 mod rayon_crossings {
     use super::*;
     use rayon::prelude::*;
-    use skainet_schedule::runtime::RayonSchedule;
+    use skainet_schedule::RayonSchedule;
 
     #[test]
     fn a_region_opened_inside_a_rayon_worker_finishes() {
@@ -64,7 +63,7 @@ mod rayon_crossings {
             .num_threads(2)
             .build()
             .unwrap();
-        let pool = runtime::dedicated(3).unwrap();
+        let pool = skainet_schedule::dedicated(3).unwrap();
         // Every rayon worker (and more tasks than workers) opens a region on our pool.
         let ok = rayon_pool.install(|| {
             (0..16)
@@ -84,7 +83,7 @@ mod rayon_crossings {
                 .build()
                 .unwrap(),
         );
-        let pool = runtime::dedicated(3).unwrap();
+        let pool = skainet_schedule::dedicated(3).unwrap();
         let adapter = RayonSchedule::with_pool(Arc::clone(&rayon_pool));
         let sum = AtomicUsize::new(0);
         pool.for_range(6, 1, &|start, end| {

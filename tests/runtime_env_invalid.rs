@@ -2,8 +2,8 @@
 //! (Its own test binary: the variable is read once per process.)
 #![cfg(all(feature = "parallel", not(feature = "loom")))]
 
-use skainet_schedule::runtime::{self, ScheduleError};
 use skainet_schedule::Schedule;
+use skainet_schedule::ScheduleError;
 
 #[test]
 fn an_invalid_task_group_count_is_reported_and_hardware_falls_back() {
@@ -12,10 +12,13 @@ fn an_invalid_task_group_count_is_reported_and_hardware_falls_back() {
     let expected = ScheduleError::InvalidTaskGroups {
         value: "lots".into(),
     };
-    assert_eq!(runtime::hardware_parallelism(), Err(expected.clone()));
+    assert_eq!(
+        skainet_schedule::hardware_parallelism(),
+        Err(expected.clone())
+    );
     let available = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pool = runtime::hardware();
+    let pool = skainet_schedule::hardware();
     assert_eq!(pool.parallelism(), available);
     assert_eq!(pool.name(), format!("hardware({available})"));
-    assert_eq!(runtime::hardware_fallback(), Some(expected));
+    assert_eq!(skainet_schedule::hardware_fallback(), Some(expected));
 }

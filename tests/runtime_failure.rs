@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use runtime_support::{deliberate_panic, quiet_deliberate_panics, visit, watchdog, Deliberate};
-use skainet_schedule::runtime::{self, PoolSchedule};
+use skainet_schedule::PoolSchedule;
 use skainet_schedule::{Schedule, ScheduleExt};
 
 /// Per-chunk flags of a 4-chunk region.
@@ -82,7 +82,7 @@ fn region_with_panicking_chunk_two(pool: &PoolSchedule, marks: &Marks) -> Delibe
 fn a_panic_cancels_unclaimed_chunks_and_is_resumed_after_the_claimed_ones() {
     let _dog = watchdog("panic with held workers", Duration::from_secs(30));
     quiet_deliberate_panics();
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     let release = hold_every_worker(&pool);
     let marks = Marks::default();
     assert_eq!(
@@ -101,7 +101,7 @@ fn a_panic_cancels_unclaimed_chunks_and_is_resumed_after_the_claimed_ones() {
 fn a_panic_is_resumed_only_after_every_started_chunk_finished() {
     let _dog = watchdog("panic with free workers", Duration::from_secs(30));
     quiet_deliberate_panics();
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     for _ in 0..5 {
         let marks = Marks::default();
         assert_eq!(
@@ -136,7 +136,7 @@ fn try_region_failing_in_chunk_two(pool: &PoolSchedule, marks: &Marks) -> Result
 #[test]
 fn an_err_cancels_unclaimed_chunks_and_is_returned_after_the_claimed_ones() {
     let _dog = watchdog("err with held workers", Duration::from_secs(30));
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     let release = hold_every_worker(&pool);
     let marks = Marks::default();
     let result = try_region_failing_in_chunk_two(&pool, &marks);
@@ -151,7 +151,7 @@ fn an_err_cancels_unclaimed_chunks_and_is_returned_after_the_claimed_ones() {
 #[test]
 fn an_err_is_returned_only_after_every_started_chunk_finished() {
     let _dog = watchdog("err with free workers", Duration::from_secs(30));
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     for _ in 0..5 {
         let marks = Marks::default();
         let result = try_region_failing_in_chunk_two(&pool, &marks);

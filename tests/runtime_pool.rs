@@ -12,7 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use runtime_support::{visit, watchdog, GRID_GRAIN, GRID_N};
-use skainet_schedule::runtime::{self, ScheduleError};
+use skainet_schedule::ScheduleError;
 use skainet_schedule::{
     platform_default_schedule, Chunks, CollectingSink, Schedule, ScheduleExt, TraceEvent, TraceSink,
 };
@@ -21,7 +21,7 @@ use skainet_schedule::{
 fn every_index_is_visited_once_and_body_calls_match_the_chunk_count() {
     let _dog = watchdog("coverage grid", Duration::from_secs(60));
     for parallelism in [1, 2, 3, 4, 8] {
-        let pool = runtime::dedicated(parallelism).unwrap();
+        let pool = skainet_schedule::dedicated(parallelism).unwrap();
         for n in GRID_N {
             for grain in GRID_GRAIN {
                 let (seen, calls) = visit(&pool, n, grain);
@@ -38,7 +38,7 @@ fn every_index_is_visited_once_and_body_calls_match_the_chunk_count() {
 #[test]
 fn hardware_covers_the_grid_with_its_own_parallelism() {
     let _dog = watchdog("hardware grid", Duration::from_secs(60));
-    let pool = runtime::hardware();
+    let pool = skainet_schedule::hardware();
     for n in GRID_N {
         for grain in GRID_GRAIN {
             let (seen, calls) = visit(&pool, n, grain);
@@ -50,7 +50,7 @@ fn hardware_covers_the_grid_with_its_own_parallelism() {
 
 #[test]
 fn parallelism_one_runs_the_whole_range_on_the_caller() {
-    let pool = runtime::dedicated(1).unwrap();
+    let pool = skainet_schedule::dedicated(1).unwrap();
     let calls = Mutex::new(Vec::new());
     pool.for_range(1000, 1, &|start, end| {
         calls
@@ -66,7 +66,7 @@ fn parallelism_one_runs_the_whole_range_on_the_caller() {
 
 #[test]
 fn a_single_chunk_region_runs_on_the_caller() {
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     let calls = Mutex::new(Vec::new());
     pool.for_range(10, 100, &|start, end| {
         calls
@@ -82,7 +82,7 @@ fn a_single_chunk_region_runs_on_the_caller() {
 
 #[test]
 fn zero_units_call_nothing() {
-    let pool = runtime::dedicated(2).unwrap();
+    let pool = skainet_schedule::dedicated(2).unwrap();
     let calls = AtomicUsize::new(0);
     pool.for_range(0, 1, &|_, _| {
         calls.fetch_add(1, Ordering::Relaxed);
@@ -92,7 +92,7 @@ fn zero_units_call_nothing() {
 
 #[test]
 fn dedicated_three_is_named_and_covers() {
-    let pool = runtime::dedicated(3).unwrap();
+    let pool = skainet_schedule::dedicated(3).unwrap();
     assert_eq!(pool.name(), "dedicated(3)");
     assert_eq!(pool.parallelism(), 3);
     let (seen, calls) = visit(&pool, 100, 1);
@@ -103,7 +103,7 @@ fn dedicated_three_is_named_and_covers() {
 #[test]
 fn dedicated_zero_is_an_error() {
     assert_eq!(
-        runtime::dedicated(0).unwrap_err(),
+        skainet_schedule::dedicated(0).unwrap_err(),
         ScheduleError::ZeroParallelism
     );
     assert_eq!(
@@ -114,8 +114,8 @@ fn dedicated_zero_is_an_error() {
 
 #[test]
 fn hardware_is_one_process_wide_pool_named_after_its_parallelism() {
-    let a = runtime::hardware();
-    let b = runtime::hardware();
+    let a = skainet_schedule::hardware();
+    let b = skainet_schedule::hardware();
     assert_eq!(a.name(), format!("hardware({})", a.parallelism()));
     assert_eq!(a.name(), b.name());
     assert_eq!(platform_default_schedule().name(), a.name());
@@ -123,14 +123,16 @@ fn hardware_is_one_process_wide_pool_named_after_its_parallelism() {
 
 #[test]
 fn task_groups_values_parse_or_name_the_bad_value() {
-    assert_eq!(runtime::parse_task_groups("8"), Ok(8));
-    assert_eq!(runtime::parse_task_groups(" 2\n"), Ok(2));
+    assert_eq!(skainet_schedule::parse_task_groups("8"), Ok(8));
+    assert_eq!(skainet_schedule::parse_task_groups(" 2\n"), Ok(2));
     for bad in ["0", "", "-1", "four", "2.5"] {
-        let err = runtime::parse_task_groups(bad).unwrap_err();
+        let err = skainet_schedule::parse_task_groups(bad).unwrap_err();
         assert_eq!(err, ScheduleError::InvalidTaskGroups { value: bad.into() });
     }
     assert_eq!(
-        runtime::parse_task_groups("four").unwrap_err().to_string(),
+        skainet_schedule::parse_task_groups("four")
+            .unwrap_err()
+            .to_string(),
         "SKAINET_TASK_GROUPS must be a positive integer, got \"four\""
     );
 }
@@ -151,7 +153,7 @@ thread_local! {
 #[test]
 fn dropping_a_dedicated_pool_joins_its_named_threads() {
     let _dog = watchdog("drop joins", Duration::from_secs(30));
-    let pool = runtime::dedicated(3).unwrap();
+    let pool = skainet_schedule::dedicated(3).unwrap();
     let alive = Arc::new(AtomicUsize::new(0));
     let names = Mutex::new(BTreeSet::new());
     // All three chunks meet at the barrier, so they run on three threads at once: the caller
@@ -185,7 +187,7 @@ fn dropping_a_dedicated_pool_joins_its_named_threads() {
 
 #[test]
 fn a_clone_keeps_the_pool_alive_until_the_last_handle_drops() {
-    let pool = runtime::dedicated(2).unwrap();
+    let pool = skainet_schedule::dedicated(2).unwrap();
     let other = pool.clone();
     drop(pool);
     let (seen, calls) = visit(&other, 10, 1);
@@ -196,8 +198,8 @@ fn a_clone_keeps_the_pool_alive_until_the_last_handle_drops() {
 #[test]
 fn a_nested_region_runs_inline_on_the_thread_that_opened_it() {
     let _dog = watchdog("nested", Duration::from_secs(30));
-    let pool = runtime::dedicated(4).unwrap();
-    let other = runtime::dedicated(2).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
+    let other = skainet_schedule::dedicated(2).unwrap();
     let inner = Mutex::new(Vec::new());
     pool.for_range(4, 1, &|start, _| {
         let outer = thread::current().id();
@@ -223,7 +225,7 @@ fn every_worker_inside_a_region_opening_another_on_the_same_pool_finishes() {
     // dedicated(3): both workers and the caller are inside chunks, and each chunk opens a
     // region of parallelism 4 worth of work on that same pool.
     let _dog = watchdog("saturated nesting", Duration::from_secs(30));
-    let pool = runtime::dedicated(3).unwrap();
+    let pool = skainet_schedule::dedicated(3).unwrap();
     let total = AtomicUsize::new(0);
     let meet = Barrier::new(3);
     pool.for_range(3, 1, &|_, _| {
@@ -253,7 +255,9 @@ fn region_events(sink: &CollectingSink) -> Vec<(String, String, usize, usize, bo
 #[test]
 fn a_forked_region_emits_exactly_one_event() {
     let sink = Arc::new(CollectingSink::new());
-    let pool = runtime::dedicated(2).unwrap().with_trace(sink.clone());
+    let pool = skainet_schedule::dedicated(2)
+        .unwrap()
+        .with_trace(sink.clone());
     pool.for_range(10, 1, &|_, _| {});
     assert_eq!(
         region_events(&sink),
@@ -264,7 +268,9 @@ fn a_forked_region_emits_exactly_one_event() {
 #[test]
 fn an_inline_region_emits_nothing() {
     let sink = Arc::new(CollectingSink::new());
-    let pool = runtime::dedicated(2).unwrap().with_trace(sink.clone());
+    let pool = skainet_schedule::dedicated(2)
+        .unwrap()
+        .with_trace(sink.clone());
     pool.for_range(1, 1, &|_, _| {});
     pool.for_range(0, 1, &|_, _| {});
     assert_eq!(sink.events(), vec![]);
@@ -273,7 +279,9 @@ fn an_inline_region_emits_nothing() {
 #[test]
 fn a_nested_region_emits_only_the_outer_event() {
     let sink = Arc::new(CollectingSink::new());
-    let pool = runtime::dedicated(2).unwrap().with_trace(sink.clone());
+    let pool = skainet_schedule::dedicated(2)
+        .unwrap()
+        .with_trace(sink.clone());
     pool.for_range(2, 1, &|_, _| pool.for_range(10, 1, &|_, _| {}));
     assert_eq!(
         region_events(&sink),
@@ -284,7 +292,9 @@ fn a_nested_region_emits_only_the_outer_event() {
 #[test]
 fn a_region_names_the_op_that_opened_it() {
     let sink = Arc::new(CollectingSink::new());
-    let pool = runtime::dedicated(3).unwrap().with_trace(sink.clone());
+    let pool = skainet_schedule::dedicated(3)
+        .unwrap()
+        .with_trace(sink.clone());
     pool.for_range_op("sdpa", 5, 1, &|_, _| {});
     pool.try_for_range_op::<()>("matmul", 7, 3, &|_, _| Ok(()))
         .unwrap();
@@ -314,7 +324,9 @@ impl TraceSink for OffSink {
 #[test]
 fn a_disabled_sink_is_sent_nothing() {
     let sink = Arc::new(OffSink::default());
-    let pool = runtime::dedicated(2).unwrap().with_trace(sink.clone());
+    let pool = skainet_schedule::dedicated(2)
+        .unwrap()
+        .with_trace(sink.clone());
     pool.for_range(10, 1, &|_, _| {});
     assert_eq!(sink.0.load(Ordering::Relaxed), 0);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use runtime_support::{
     deliberate_panic, quiet_deliberate_panics, visit, watchdog, Deliberate, GRID_GRAIN, GRID_N,
 };
-use skainet_schedule::runtime::RayonSchedule;
+use skainet_schedule::RayonSchedule;
 use skainet_schedule::{Chunks, CollectingSink, Schedule, ScheduleExt, TraceEvent};
 
 fn adapter(threads: usize) -> RayonSchedule {

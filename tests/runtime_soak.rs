@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use runtime_support::{deliberate_panic, quiet_deliberate_panics, watchdog, Deliberate};
-use skainet_schedule::runtime::{self, PoolSchedule};
+use skainet_schedule::PoolSchedule;
 use skainet_schedule::Schedule;
 
 const THREADS: usize = 4;
@@ -61,7 +61,7 @@ fn run_regions(pool: &PoolSchedule, first: usize, count: usize) -> (usize, usize
 fn a_hundred_thousand_regions_with_panics_lose_nothing_and_keep_memory_flat() {
     let _dog = watchdog("soak", Duration::from_secs(120));
     quiet_deliberate_panics();
-    let pool = runtime::dedicated(4).unwrap();
+    let pool = skainet_schedule::dedicated(4).unwrap();
     let per_thread = REGIONS / THREADS;
     let warm_up = per_thread / 10;
 

@@ -1,6 +1,6 @@
 //! What every bench shares: deterministic inputs and the list of schedules to compare.
 
-use skainet_schedule::tensor::Tensor;
+use skainet_schedule::Tensor;
 use skainet_schedule::{Schedule, Sequential};
 
 /// Deterministic inputs in [-1, 1] (a 32-bit LCG; no dependency).
@@ -19,7 +19,7 @@ pub fn schedules() -> Vec<(&'static str, Box<dyn Schedule>)> {
     let mut list: Vec<(&'static str, Box<dyn Schedule>)> =
         vec![("sequential", Box::new(Sequential))];
     #[cfg(feature = "parallel")]
-    list.push(("hardware", Box::new(skainet_schedule::runtime::hardware())));
+    list.push(("hardware", Box::new(skainet_schedule::hardware())));
     #[cfg(feature = "rayon")]
     list.push(("rayon", Box::new(skainet_schedule::RayonSchedule::global())));
     list

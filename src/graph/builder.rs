@@ -7,16 +7,16 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+use super::attr::{Attr, AttrMap};
+use super::hint::ScheduleHint;
 use super::node::{Graph, Node, Value};
 use super::op::{Op, OpKind};
-use super::shape::{self, ShapeError};
-use crate::attr::{Attr, AttrMap};
-use crate::kernels::conv::Conv2dOptions;
-use crate::kernels::sdpa::SdpaOptions;
-use crate::schedule::ScheduleHint;
+use crate::kernels::{Conv2dOptions, SdpaOptions};
+use crate::shape::{self, ShapeError};
 
 /// Why a graph could not be built. Every variant names the node involved.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GraphError {
     /// Two nodes were given the same id.
     DuplicateId {
@@ -54,7 +54,8 @@ impl fmt::Display for GraphError {
                 f,
                 "node {node:?}: operand #{index} does not belong to this graph"
             ),
-            Self::BadShape { node, op, error } => write!(f, "node {node:?} ({op}): {error}"),
+            // The shape error's message starts with the op already.
+            Self::BadShape { node, error, .. } => write!(f, "node {node:?}: {error}"),
             Self::NoOutputs => write!(f, "the graph returns nothing: call output() first"),
         }
     }
@@ -71,8 +72,8 @@ impl core::error::Error for GraphError {}
 ///
 /// ```
 /// use skainet_schedule::graph::GraphBuilder;
-/// use skainet_schedule::kernels::sdpa::SdpaOptions;
-/// use skainet_schedule::ScheduleHint;
+/// use skainet_schedule::graph::ScheduleHint;
+/// use skainet_schedule::SdpaOptions;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let mut b = GraphBuilder::new();
@@ -340,10 +341,24 @@ impl<'b> OpBuilder<'b> {
         }
         let inferred = match &op {
             Op::Input => Ok(Vec::new()),
-            Op::Sdpa(o) => shape::sdpa(shapes[0], shapes[1], shapes[2], shapes.get(3).copied(), o),
-            Op::Matmul => shape::matmul(shapes[0], shapes[1]),
-            Op::Conv2d(o) => shape::conv2d(shapes[0], shapes[1], shapes.get(2).copied(), o),
-            Op::Add | Op::Sub | Op::Mul => shape::elementwise(shapes[0], shapes[1]),
+            Op::Sdpa(o) => shape::sdpa(
+                shapes[0],
+                shapes[1],
+                shapes[2],
+                shapes.get(3).copied(),
+                o.causal,
+            )
+            .map(|d| d.output_shape()),
+            Op::Matmul => shape::matmul(shapes[0], shapes[1]).map(|d| d.output_shape),
+            Op::Conv2d(o) => shape::conv2d(
+                shapes[0],
+                shapes[1],
+                shapes.get(2).copied(),
+                o.stride,
+                o.padding,
+            )
+            .map(|d| d.output_shape()),
+            Op::Add | Op::Sub | Op::Mul => shape::elementwise(kind.name(), shapes[0], shapes[1]),
             Op::Reshape => shape::reshape(shapes[0], reshape_to.as_deref().unwrap_or(&[])),
             Op::Transpose { permutation } => shape::transpose(shapes[0], permutation),
         };

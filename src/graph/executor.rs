@@ -9,9 +9,9 @@
 //! ```
 //! # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 //! use std::sync::Arc;
-//! use skainet_schedule::context::CpuContext;
+//! use skainet_schedule::OpsContext;
 //! use skainet_schedule::graph::{execute, GraphBuilder};
-//! use skainet_schedule::tensor::Tensor;
+//! use skainet_schedule::Tensor;
 //! use skainet_schedule::Sequential;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,7 +22,7 @@
 //! b.output(y)?;
 //! let graph = b.build()?;
 //!
-//! let ctx = CpuContext::new(Sequential::shared());
+//! let ctx = OpsContext::cpu(Sequential::shared());
 //! let xs = Tensor::new(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0])?;
 //! let ws = Tensor::new(vec![2, 1], vec![1.0, 1.0])?;
 //! let out = execute(&ctx, &graph, &[("x", &xs), ("w", &ws)])?;
@@ -49,6 +49,7 @@ use crate::trace::TraceSinkRef;
 
 /// Why a graph could not be run.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExecError {
     /// No tensor was given for an input of the graph.
     MissingInput {
@@ -255,9 +256,9 @@ fn transposed(x: &Tensor, permutation: &[usize], out_shape: &[usize]) -> Tensor 
 ///
 /// ```
 /// use std::sync::Arc;
-/// use skainet_schedule::context::{ContextRef, ExecutionContext};
+/// use skainet_schedule::{ContextRef, ExecutionContext};
 /// use skainet_schedule::graph::GraphContext;
-/// use skainet_schedule::kernels::CpuOps;
+/// use skainet_schedule::CpuOps;
 /// use skainet_schedule::{Schedule, Sequential};
 ///
 /// let ctx = Arc::new(GraphContext::over_ops(CpuOps::shared(Sequential::shared())));

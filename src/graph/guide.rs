@@ -20,7 +20,7 @@ pub mod algorithm_and_schedule {
     //! | which axes of an op are independent (`parallel_dims`), the layout of the graph, grouped-query attention by indexing K/V rather than copying them | SKaiNET passes: [`ScheduleAnnotationPass`](crate::graph::ScheduleAnnotationPass) (hints and structural defaults), [`TensorLayoutPass`](crate::graph::TensorLayoutPass), the attention lowering in [`stablehlo`](crate::graph::stablehlo) | compile time |
     //! | instruction set, tiling, workgroup formation | IREE (`iree-compile`) | compile time |
     //! | how many cores run the workgroups | the IREE task runtime: `--task_topology_group_count` | run time |
-    //! | how many tasks run the eager kernels and the [graph executor](crate::graph::executor) | a [`Schedule`](crate::Schedule): `Sequential`, `hardware()`, `dedicated(p)`, `RayonSchedule` | run time |
+    //! | how many tasks run the eager kernels and the [graph executor](crate::graph::execute) | a [`Schedule`](crate::Schedule): `Sequential`, `hardware()`, `dedicated(p)`, `RayonSchedule` | run time |
     //!
     //! One knob sets the core count at run time on both sides: the environment variable
     //! `SKAINET_TASK_GROUPS` sizes the eager `hardware()` pool, and the same number is what an
@@ -49,7 +49,7 @@ pub mod algorithm_and_schedule {
     //!
     //! ```
     //! use skainet_schedule::graph::{core_passes, stablehlo, GraphBuilder};
-    //! use skainet_schedule::kernels::SdpaOptions;
+    //! use skainet_schedule::SdpaOptions;
     //!
     //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
     //! let mut b = GraphBuilder::new();
@@ -91,11 +91,12 @@ pub mod getting_started {
     //!
     //! ```
     //! # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-    //! use skainet_schedule::context::CpuContext;
+    //! use skainet_schedule::OpsContext;
     //! use skainet_schedule::graph::{core_passes, execute, stablehlo, GraphBuilder};
-    //! use skainet_schedule::kernels::SdpaOptions;
-    //! use skainet_schedule::tensor::Tensor;
-    //! use skainet_schedule::{ScheduleHint, Sequential};
+    //! use skainet_schedule::SdpaOptions;
+    //! use skainet_schedule::Tensor;
+    //! use skainet_schedule::graph::ScheduleHint;
+    //! use skainet_schedule::Sequential;
     //!
     //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
     //! // 1. The algorithm: grouped-query attention, 8 query heads over 2 K/V heads.
@@ -119,7 +120,7 @@ pub mod getting_started {
     //! let qs = data(8 * 3 * 4, 1.0)?.reshape(vec![1, 8, 3, 4])?;
     //! let ks = data(2 * 5 * 4, 2.0)?.reshape(vec![1, 2, 5, 4])?;
     //! let vs = data(2 * 5 * 4, 3.0)?.reshape(vec![1, 2, 5, 4])?;
-    //! let ctx = CpuContext::new(Sequential::shared());
+    //! let ctx = OpsContext::cpu(Sequential::shared());
     //! let out = execute(&ctx, &graph, &[("q", &qs), ("k", &ks), ("v", &vs)])?;
     //! assert_eq!(out[0].shape(), [1, 8, 3, 4]);
     //!
@@ -133,7 +134,7 @@ pub mod getting_started {
     //! # }
     //! ```
     //!
-    //! With the `parallel` feature, `CpuContext::new(skainet_schedule::hardware().shared())`
+    //! With the `parallel` feature, `OpsContext::cpu(skainet_schedule::hardware().shared())`
     //! runs the same graph on every core (`SKAINET_TASK_GROUPS=N` caps it), bit for bit the
     //! same result.
     //!

@@ -29,6 +29,7 @@ pub const COMPILE_FLAGS: [&str; 3] = [
 
 /// What went wrong around the IREE tools.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum IreeError {
     /// A tool is in none of the places searched.
     NotFound {

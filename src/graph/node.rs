@@ -3,9 +3,9 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use super::attr::{Attr, AttrMap};
+use super::hint::{ScheduleHint, SCHEDULE_KEY};
 use super::op::{Op, OpKind};
-use crate::attr::{Attr, AttrMap};
-use crate::schedule::{ScheduleHint, SCHEDULE_KEY};
 
 /// A handle to the value a node produces (nodes produce exactly one value). Handles are
 /// positions in one graph: use them only with the builder or graph that made them.

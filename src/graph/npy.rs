@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use skainet_schedule::graph::npy;
-//! use skainet_schedule::tensor::Tensor;
+//! use skainet_schedule::Tensor;
 //! let t = Tensor::new(vec![2, 3], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
 //! let bytes = npy::to_bytes(&t);
 //! assert_eq!(&bytes[..6], b"\x93NUMPY");

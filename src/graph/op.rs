@@ -4,13 +4,13 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::attr::{Attr, AttrMap};
-use crate::kernels::conv::Conv2dOptions;
-use crate::kernels::sdpa::SdpaOptions;
+use super::attr::{Attr, AttrMap};
+use crate::kernels::{Conv2dOptions, SdpaOptions};
 
 /// What a node computes. Inputs are named graph arguments; every other op reads the values of
 /// earlier nodes (see [`Node::inputs`](super::Node::inputs) for the operand order of each).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Op {
     /// A named graph argument with a static shape.
     Input,
@@ -38,6 +38,7 @@ pub enum Op {
 
 /// An op's name without its parameters: what diagnostics, generated ids and the export print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum OpKind {
     /// [`Op::Input`].
     Input,

@@ -7,10 +7,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+use super::attr::Attr;
+use super::hint::{ScheduleHint, SCHEDULE_KEY};
 use super::node::{Graph, Value};
 use super::op::{normalize_dim, Op, OpKind, ScheduleClass};
-use crate::attr::Attr;
-use crate::schedule::{ScheduleHint, SCHEDULE_KEY};
 
 /// The metadata key under which the layout pass records an input's layout.
 pub const LAYOUT_KEY: &str = "skainet.layout";
@@ -28,6 +28,7 @@ pub struct Diagnostic {
 
 /// What a [`Diagnostic`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DiagnosticKind {
     /// A hint named dimensions the op does not have; nothing was stamped.
     UnknownDims {
@@ -82,6 +83,7 @@ impl fmt::Display for Diagnostic {
 
 /// Why a set of structural defaults could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DefaultsError {
     /// A default stated a core count; defaults are structure only.
     Parallelism {
@@ -123,7 +125,7 @@ impl core::error::Error for DefaultsError {}
 ///
 /// ```
 /// use skainet_schedule::graph::{DefaultsError, ScheduleClass, StructuralDefaults};
-/// use skainet_schedule::ScheduleHint;
+/// use skainet_schedule::graph::ScheduleHint;
 ///
 /// let d = StructuralDefaults::standard();
 /// assert_eq!(d.get(ScheduleClass::Attention).unwrap().parallel_dims(), ["batch", "heads"]);
@@ -218,7 +220,7 @@ fn canonical(class: ScheduleClass, hint: &ScheduleHint) -> Result<ScheduleHint, 
 ///
 /// ```
 /// use skainet_schedule::graph::{GraphBuilder, ScheduleAnnotationPass};
-/// use skainet_schedule::ScheduleHint;
+/// use skainet_schedule::graph::ScheduleHint;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let mut b = GraphBuilder::new();

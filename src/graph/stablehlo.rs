@@ -37,7 +37,7 @@ pub const FUNCTION: &str = "main";
 ///
 /// ```
 /// use skainet_schedule::graph::{core_passes, stablehlo, GraphBuilder};
-/// use skainet_schedule::ScheduleHint;
+/// use skainet_schedule::graph::ScheduleHint;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let mut b = GraphBuilder::new();
@@ -124,7 +124,7 @@ pub fn module_header(graph: &Graph) -> String {
         .filter_map(|n| Some((n.id(), n.metadata.get(LAYOUT_KEY)?.as_str()?)))
         .collect();
     layouts.sort_unstable();
-    let schedule: Vec<(&str, crate::ScheduleHint)> = graph
+    let schedule: Vec<(&str, super::hint::ScheduleHint)> = graph
         .nodes
         .iter()
         .filter_map(|n| Some((n.id(), n.annotated()?)))
@@ -156,7 +156,7 @@ pub fn module_header(graph: &Graph) -> String {
             .collect();
         attrs.push(format!(
             "{} = {{{}}}",
-            crate::SCHEDULE_KEY,
+            super::hint::SCHEDULE_KEY,
             entries.join(", ")
         ));
     }

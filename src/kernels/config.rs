@@ -9,7 +9,7 @@ use crate::sync::Arc;
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::kernels::KernelConfig;
+/// use skainet_schedule::KernelConfig;
 /// let always_fork = KernelConfig::selected().with_min_parallel_work(0);
 /// assert_eq!(always_fork.min_parallel_work(), Some(0));
 /// # }

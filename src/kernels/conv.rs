@@ -1,11 +1,11 @@
 //! 2-D convolution (NCHW × OIHW), scheduled over (batch, output channel) planes.
 
-use alloc::vec;
-
-use super::chunks::parallel_chunks;
 use super::config::KernelConfig;
+use super::loops::conv::ConvPlane;
+use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
+use crate::shape;
 use crate::tensor::Tensor;
 
 /// Calls with fewer multiply-adds than this (`N·O·OH·OW·C·kH·kW`) run inline on the caller
@@ -30,69 +30,6 @@ impl Default for Conv2dOptions {
     }
 }
 
-/// One output plane's operands: input channels of one batch, weights of one output channel.
-#[derive(Clone, Copy)]
-pub(crate) struct ConvPlane<'a> {
-    /// `[C, H, W]`.
-    pub input: &'a [f32],
-    /// `[C, kH, kW]`.
-    pub weight: &'a [f32],
-    pub bias: f32,
-    pub channels: usize,
-    pub in_hw: [usize; 2],
-    pub kernel_hw: [usize; 2],
-    pub out_hw: [usize; 2],
-    pub stride: [usize; 2],
-    pub padding: [usize; 2],
-}
-
-/// Writes one `[OH, OW]` plane: `out[y][x] = ((bias + t₀) + t₁) + …` over the taps
-/// `(c, ky, kx)` in increasing order that fall inside the input (padding contributes nothing).
-#[inline(always)]
-pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
-    let [h, w] = p.in_hw;
-    let [kh, kw] = p.kernel_hw;
-    let [oh, ow] = p.out_hw;
-    let [sy, sx] = p.stride;
-    let [py, px] = p.padding;
-    out.fill(p.bias);
-    for y in 0..oh {
-        let row = &mut out[y * ow..(y + 1) * ow];
-        for c in 0..p.channels {
-            for ky in 0..kh {
-                // Input row iy = y*sy + ky - py, skipped when it falls in the padding.
-                let Some(iy) = (y * sy + ky).checked_sub(py).filter(|&iy| iy < h) else {
-                    continue;
-                };
-                let in_row = &p.input[(c * h + iy) * w..(c * h + iy + 1) * w];
-                for kx in 0..kw {
-                    let wt = p.weight[(c * kh + ky) * kw + kx];
-                    // Output columns whose input column x*sx + kx - px lies in [0, w).
-                    let x0 = px.saturating_sub(kx).div_ceil(sx);
-                    let x1 = if w + px > kx {
-                        (w + px - kx).div_ceil(sx).min(ow)
-                    } else {
-                        0
-                    };
-                    if x0 >= x1 {
-                        continue;
-                    }
-                    if sx == 1 {
-                        let src = &in_row[x0 + kx - px..x1 + kx - px];
-                        for (o, &i) in row[x0..x1].iter_mut().zip(src) {
-                            *o += wt * i;
-                        }
-                    } else {
-                        for (x, o) in row.iter_mut().enumerate().take(x1).skip(x0) {
-                            *o += wt * in_row[x * sx + kx - px];
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// 2-D convolution of `input` `[N, C, H, W]` with `weight` `[O, C, kH, kW]`, plus an optional
 /// `bias` `[O]`: an output `[N, O, OH, OW]` with `OH = (H + 2·padH - kH) / strideH + 1` (and
 /// the same for the width).
@@ -103,9 +40,7 @@ pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::kernels::{conv2d, Conv2dOptions};
-/// use skainet_schedule::tensor::Tensor;
-/// use skainet_schedule::Sequential;
+/// use skainet_schedule::{conv2d, Conv2dOptions, Sequential, Tensor};
 /// let input = Tensor::from_fn(vec![1, 1, 3, 3], |i| i as f32).unwrap();
 /// let weight = Tensor::new(vec![1, 1, 2, 2], vec![1.0, 0.0, 0.0, 1.0]).unwrap();
 /// let out = conv2d(&input, &weight, None, &Conv2dOptions::default(), &Sequential).unwrap();
@@ -116,10 +51,9 @@ pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
 ///
 /// # Errors
 ///
-/// [`KernelError::Rank`] for an input or weight that is not rank 4 or a bias that is not
-/// rank 1; [`KernelError::ConvChannelMismatch`], [`KernelError::ConvBiasShape`],
-/// [`KernelError::ConvZeroStride`], [`KernelError::ConvKernelTooLarge`],
-/// [`KernelError::ConvTooLarge`].
+/// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::conv2d`]:
+/// ranks, channels, bias, a zero stride, a kernel larger than the padded input, sizes too large
+/// for one allocation; [`KernelError::Tensor`] when the output cannot be allocated.
 pub fn conv2d(
     input: &Tensor,
     weight: &Tensor,
@@ -137,18 +71,6 @@ pub fn conv2d(
     )
 }
 
-fn rank4(operand: &'static str, t: &Tensor) -> Result<[usize; 4], KernelError> {
-    match *t.shape() {
-        [a, b, c, d] => Ok([a, b, c, d]),
-        _ => Err(KernelError::Rank {
-            op: "conv2d",
-            operand,
-            expected: "4",
-            shape: t.shape().to_vec(),
-        }),
-    }
-}
-
 /// [`conv2d()`] with a given [`KernelConfig`] (variant, work threshold).
 ///
 /// # Errors
@@ -162,70 +84,30 @@ pub fn conv2d_with(
     options: &Conv2dOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    let [n, c, h, w] = rank4("input", input)?;
-    let [o, wc, kh, kw] = rank4("weight", weight)?;
-    if wc != c {
-        return Err(KernelError::ConvChannelMismatch {
-            input: input.shape().to_vec(),
-            weight: weight.shape().to_vec(),
-        });
-    }
-    if let Some(bias) = bias {
-        if bias.rank() != 1 {
-            return Err(KernelError::Rank {
-                op: "conv2d",
-                operand: "bias",
-                expected: "1",
-                shape: bias.shape().to_vec(),
-            });
-        }
-        if bias.len() != o {
-            return Err(KernelError::ConvBiasShape {
-                bias: bias.shape().to_vec(),
-                weight: weight.shape().to_vec(),
-            });
-        }
-    }
     let Conv2dOptions { stride, padding } = *options;
-    if stride[0] == 0 || stride[1] == 0 {
-        return Err(KernelError::ConvZeroStride { stride });
-    }
-    let too_large = || KernelError::ConvTooLarge {
-        input: input.shape().to_vec(),
-        weight: weight.shape().to_vec(),
+    let dims = shape::conv2d(
+        input.shape(),
+        weight.shape(),
+        bias.map(Tensor::shape),
+        stride,
         padding,
+    )?;
+    let mut out = Tensor::zeros(dims.output_shape())?;
+    let plane = dims.out_hw[0] * dims.out_hw[1];
+    let (c, [h, w], o, taps) = (dims.in_channels, dims.in_hw, dims.out_channels, dims.taps());
+    let work = Work {
+        total: (out.len() as u64).saturating_mul(taps as u64),
+        fork_from: config.threshold(CONV2D_PARALLEL_MIN_WORK),
     };
-    let pad = |x: usize, p: usize| p.checked_mul(2).and_then(|p2| x.checked_add(p2));
-    let (ph, pw) = match (pad(h, padding[0]), pad(w, padding[1])) {
-        (Some(ph), Some(pw)) => (ph, pw),
-        _ => return Err(too_large()),
-    };
-    if kh > ph || kw > pw {
-        return Err(KernelError::ConvKernelTooLarge {
-            input: input.shape().to_vec(),
-            weight: weight.shape().to_vec(),
-            padding,
-        });
-    }
-    let out_hw = [(ph - kh) / stride[0] + 1, (pw - kw) / stride[1] + 1];
-    let plane = out_hw[0].checked_mul(out_hw[1]).ok_or_else(too_large)?;
-    let len = plane
-        .checked_mul(n)
-        .and_then(|x| x.checked_mul(o))
-        .ok_or_else(too_large)?;
-    let mut out = vec![0.0f32; len];
-    let taps = c * kh * kw;
-    let work = (out.len() as u64).saturating_mul(taps as u64);
     let kernel = config.kernels().conv_plane;
     let (id, wd) = (input.data(), weight.data());
     let bias = bias.map(Tensor::data);
     parallel_chunks(
         "conv2d",
         schedule,
-        &mut out,
+        out.data_mut(),
         plane,
         work,
-        config.threshold(CONV2D_PARALLEL_MIN_WORK),
         &|units, chunk| {
             for (unit, out_plane) in units.zip(chunk.chunks_exact_mut(plane)) {
                 let (bi, oc) = (unit / o, unit % o);
@@ -235,15 +117,15 @@ pub fn conv2d_with(
                     bias: bias.map_or(0.0, |b| b[oc]),
                     channels: c,
                     in_hw: [h, w],
-                    kernel_hw: [kh, kw],
-                    out_hw,
+                    kernel_hw: dims.kernel_hw,
+                    out_hw: dims.out_hw,
                     stride,
                     padding,
                 };
                 kernel(&p, out_plane);
             }
+            Ok(())
         },
     )?;
-    Ok(Tensor::new(vec![n, o, out_hw[0], out_hw[1]], out)
-        .expect("the output holds N*O*OH*OW values by construction"))
+    Ok(out)
 }

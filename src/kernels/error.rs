@@ -1,209 +1,39 @@
 //! What a kernel reports instead of panicking: every invalid shape names the shapes involved.
 
-use alloc::vec::Vec;
 use core::fmt;
 
 use crate::schedule::DisjointError;
+use crate::shape::ShapeError;
+use crate::tensor::TensorError;
 
-/// Why a kernel refused its inputs. Every variant carries the offending shapes, so the message
-/// says what was passed, not just that something was wrong; no output is produced.
+/// Why a kernel produced no output. Nothing is written when a kernel returns an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KernelError {
-    /// An operand has the wrong number of dimensions.
-    Rank {
+    /// The operands' shapes do not fit the op (the error names the op and the shapes).
+    Shape(ShapeError),
+    /// An input or output tensor could not be built or allocated.
+    Tensor(TensorError),
+    /// A scratch buffer of `elements` f32 values could not be allocated.
+    Scratch {
         /// The kernel (`sdpa`, `matmul`, `conv2d`).
         op: &'static str,
-        /// Which operand (`q`, `k`, `v`, `mask`, `a`, `b`, `input`, `weight`, `bias`).
-        operand: &'static str,
-        /// The rank it needs, as text (`"4"`, `">= 2"`, `"2 to 4"`).
-        expected: &'static str,
-        /// The shape it has.
-        shape: Vec<usize>,
+        /// The values it asked for.
+        elements: usize,
     },
-    /// SDPA: the batch of `k`/`v` differs from `q`'s.
-    BatchMismatch {
-        /// The query shape `[b, H, Sq, hd]`.
-        q: Vec<usize>,
-        /// The key or value shape `[b, nKV, Sk, hd]`.
-        kv: Vec<usize>,
-    },
-    /// SDPA: `k` and `v` have different head counts.
-    KvHeadsMismatch {
-        /// The key shape.
-        k: Vec<usize>,
-        /// The value shape.
-        v: Vec<usize>,
-    },
-    /// SDPA: `k`/`v` have zero heads while `q` has some.
-    ZeroKvHeads {
-        /// The query shape.
-        q: Vec<usize>,
-        /// The key shape.
-        k: Vec<usize>,
-    },
-    /// SDPA: the K/V head count does not divide the query head count.
-    KvHeadsDoNotDivide {
-        /// The query shape; its dimension 1 is `H`.
-        q: Vec<usize>,
-        /// The key shape; its dimension 1 is `nKV`.
-        k: Vec<usize>,
-    },
-    /// SDPA: `k` or `v` has another head dimension than `q`.
-    HeadDimMismatch {
-        /// The query shape.
-        q: Vec<usize>,
-        /// The key or value shape.
-        kv: Vec<usize>,
-    },
-    /// SDPA: `k` and `v` have different lengths (`Sk`).
-    KvLengthMismatch {
-        /// The key shape.
-        k: Vec<usize>,
-        /// The value shape.
-        v: Vec<usize>,
-    },
-    /// SDPA: the mask does not broadcast to the scores `[b, H, Sq, Sk]`.
-    MaskShape {
-        /// The mask shape.
-        mask: Vec<usize>,
-        /// The scores shape it must broadcast to.
-        scores: Vec<usize>,
-    },
-    /// SDPA: causal attention with more queries than keys (bottom-right alignment would leave
-    /// the first rows without any key).
-    CausalQueryLongerThanKeys {
-        /// The query shape.
-        q: Vec<usize>,
-        /// The key shape.
-        k: Vec<usize>,
-    },
-    /// matmul: the inner dimensions differ (`a[.., m, k]` × `b[k, n]`).
-    MatmulInnerMismatch {
-        /// The left shape.
-        a: Vec<usize>,
-        /// The right shape.
-        b: Vec<usize>,
-    },
-    /// matmul: the output `[.., m, n]` has more elements than `usize` holds.
-    MatmulTooLarge {
-        /// The left shape.
-        a: Vec<usize>,
-        /// The right shape.
-        b: Vec<usize>,
-    },
-    /// conv2d: the input's channels differ from the weight's input channels.
-    ConvChannelMismatch {
-        /// The input shape `[N, C, H, W]`.
-        input: Vec<usize>,
-        /// The weight shape `[O, C, kH, kW]`.
-        weight: Vec<usize>,
-    },
-    /// conv2d: the bias is not `[O]`.
-    ConvBiasShape {
-        /// The bias shape.
-        bias: Vec<usize>,
-        /// The weight shape `[O, C, kH, kW]`.
-        weight: Vec<usize>,
-    },
-    /// conv2d: a stride is zero.
-    ConvZeroStride {
-        /// The stride given.
-        stride: [usize; 2],
-    },
-    /// conv2d: the kernel is larger than the padded input, so there is no output position.
-    ConvKernelTooLarge {
-        /// The input shape.
-        input: Vec<usize>,
-        /// The weight shape.
-        weight: Vec<usize>,
-        /// The padding given.
-        padding: [usize; 2],
-    },
-    /// conv2d: the padded input or the output has more elements than `usize` holds.
-    ConvTooLarge {
-        /// The input shape.
-        input: Vec<usize>,
-        /// The weight shape.
-        weight: Vec<usize>,
-        /// The padding given.
-        padding: [usize; 2],
-    },
-    /// The output could not be split into per-unit chunks (a schedule broke its contract).
+    /// The output could not be split into per-unit chunks, or the schedule broke its contract
+    /// (ran a unit twice, out of range, or not at all); the error names the schedule.
     DisjointSplit(DisjointError),
 }
 
 impl fmt::Display for KernelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Rank {
-                op,
-                operand,
-                expected,
-                shape,
-            } => write!(
+            Self::Shape(err) => err.fmt(f),
+            Self::Tensor(err) => err.fmt(f),
+            Self::Scratch { op, elements } => write!(
                 f,
-                "{op}: {operand} must have rank {expected}, got shape {shape:?}"
-            ),
-            Self::BatchMismatch { q, kv } => {
-                write!(f, "sdpa: batch of k/v {kv:?} differs from q {q:?}")
-            }
-            Self::KvHeadsMismatch { k, v } => {
-                write!(f, "sdpa: k {k:?} and v {v:?} have different head counts")
-            }
-            Self::ZeroKvHeads { q, k } => {
-                write!(f, "sdpa: k {k:?} has zero heads for q {q:?}")
-            }
-            Self::KvHeadsDoNotDivide { q, k } => write!(
-                f,
-                "sdpa: k/v heads of {k:?} do not divide the query heads of {q:?}"
-            ),
-            Self::HeadDimMismatch { q, kv } => {
-                write!(f, "sdpa: head dimension of k/v {kv:?} differs from q {q:?}")
-            }
-            Self::KvLengthMismatch { k, v } => {
-                write!(f, "sdpa: k {k:?} and v {v:?} have different lengths")
-            }
-            Self::MaskShape { mask, scores } => write!(
-                f,
-                "sdpa: mask {mask:?} does not broadcast to the scores {scores:?}"
-            ),
-            Self::CausalQueryLongerThanKeys { q, k } => write!(
-                f,
-                "sdpa: causal attention needs no more queries than keys, got q {q:?} and k {k:?}"
-            ),
-            Self::MatmulInnerMismatch { a, b } => {
-                write!(f, "matmul: inner dimensions of a {a:?} and b {b:?} differ")
-            }
-            Self::MatmulTooLarge { a, b } => write!(
-                f,
-                "matmul: the product of a {a:?} and b {b:?} is too large to index"
-            ),
-            Self::ConvChannelMismatch { input, weight } => write!(
-                f,
-                "conv2d: channels of input {input:?} differ from weight {weight:?}"
-            ),
-            Self::ConvBiasShape { bias, weight } => write!(
-                f,
-                "conv2d: bias {bias:?} is not one value per output channel of weight {weight:?}"
-            ),
-            Self::ConvZeroStride { stride } => {
-                write!(f, "conv2d: stride {stride:?} has a zero")
-            }
-            Self::ConvKernelTooLarge {
-                input,
-                weight,
-                padding,
-            } => write!(
-                f,
-                "conv2d: weight {weight:?} is larger than input {input:?} padded by {padding:?}"
-            ),
-            Self::ConvTooLarge {
-                input,
-                weight,
-                padding,
-            } => write!(
-                f,
-                "conv2d: input {input:?} padded by {padding:?} with weight {weight:?} is too large to index"
+                "{op}: could not allocate a scratch buffer of {elements} f32 values"
             ),
             Self::DisjointSplit(err) => write!(f, "kernel output split failed: {err}"),
         }
@@ -213,9 +43,23 @@ impl fmt::Display for KernelError {
 impl core::error::Error for KernelError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
+            Self::Shape(err) => Some(err),
+            Self::Tensor(err) => Some(err),
             Self::DisjointSplit(err) => Some(err),
-            _ => None,
+            Self::Scratch { .. } => None,
         }
+    }
+}
+
+impl From<ShapeError> for KernelError {
+    fn from(err: ShapeError) -> Self {
+        Self::Shape(err)
+    }
+}
+
+impl From<TensorError> for KernelError {
+    fn from(err: TensorError) -> Self {
+        Self::Tensor(err)
     }
 }
 
@@ -223,4 +67,9 @@ impl From<DisjointError> for KernelError {
     fn from(err: DisjointError) -> Self {
         Self::DisjointSplit(err)
     }
+}
+
+/// A zeroed scratch buffer of `len` values, or [`KernelError::Scratch`] when it cannot be had.
+pub(crate) fn scratch(op: &'static str, len: usize) -> Result<alloc::vec::Vec<f32>, KernelError> {
+    crate::tensor::try_zeroed(len).ok_or(KernelError::Scratch { op, elements: len })
 }

@@ -1,11 +1,10 @@
 //! Matrix multiplication scheduled over output rows.
 
-use alloc::vec;
-
-use super::chunks::parallel_chunks;
 use super::config::KernelConfig;
+use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
+use crate::shape;
 use crate::tensor::Tensor;
 
 /// Calls with fewer multiply-adds than this (`rows·k·n`) run inline on the caller
@@ -22,9 +21,7 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::kernels::matmul;
-/// use skainet_schedule::tensor::Tensor;
-/// use skainet_schedule::Sequential;
+/// use skainet_schedule::{matmul, Sequential, Tensor};
 /// let a = Tensor::new(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let b = Tensor::new(vec![2, 1], vec![10.0, 1.0]).unwrap();
 /// assert_eq!(matmul(&a, &b, &Sequential).unwrap().data(), [12.0, 34.0]);
@@ -33,9 +30,9 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 ///
 /// # Errors
 ///
-/// [`KernelError::Rank`] when `a` has rank below 2 or `b` is not rank 2;
-/// [`KernelError::MatmulInnerMismatch`] when `a`'s last dimension differs from `b`'s first;
-/// [`KernelError::MatmulTooLarge`] when the output has more elements than `usize` holds.
+/// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::matmul`]:
+/// `a` of rank below 2 or `b` not of rank 2, inner dimensions that differ, an output too large
+/// for one allocation; [`KernelError::Tensor`] when the output cannot be allocated.
 pub fn matmul(a: &Tensor, b: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
     matmul_with(&KernelConfig::selected(), a, b, schedule)
 }
@@ -51,54 +48,27 @@ pub fn matmul_with(
     b: &Tensor,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    let a_shape = a.shape();
-    if a_shape.len() < 2 {
-        return Err(KernelError::Rank {
-            op: "matmul",
-            operand: "a",
-            expected: ">= 2",
-            shape: a_shape.to_vec(),
-        });
-    }
-    let [kb, n] = *b.shape() else {
-        return Err(KernelError::Rank {
-            op: "matmul",
-            operand: "b",
-            expected: "2",
-            shape: b.shape().to_vec(),
-        });
+    let dims = shape::matmul(a.shape(), b.shape())?;
+    let (k, n) = (dims.inner, dims.cols);
+    let mut out = Tensor::zeros(dims.output_shape)?;
+    let work = Work {
+        total: (dims.rows as u64)
+            .saturating_mul(k as u64)
+            .saturating_mul(n as u64),
+        fork_from: config.threshold(MATMUL_PARALLEL_MIN_WORK),
     };
-    let k = a_shape[a_shape.len() - 1];
-    if k != kb {
-        return Err(KernelError::MatmulInnerMismatch {
-            a: a_shape.to_vec(),
-            b: b.shape().to_vec(),
-        });
-    }
-    let too_large = || KernelError::MatmulTooLarge {
-        a: a_shape.to_vec(),
-        b: b.shape().to_vec(),
-    };
-    let rows = a_shape[..a_shape.len() - 1]
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(too_large)?;
-    let mut out_shape = a_shape.to_vec();
-    *out_shape.last_mut().expect("rank >= 2") = n;
-    let len = rows.checked_mul(n).ok_or_else(too_large)?;
-    let mut out = vec![0.0f32; len];
     let rows_kernel = config.kernels().matmul_rows;
     let (ad, bd) = (a.data(), b.data());
     parallel_chunks(
         "matmul",
         schedule,
-        &mut out,
+        out.data_mut(),
         n,
-        (rows * k) as u64 * n as u64,
-        config.threshold(MATMUL_PARALLEL_MIN_WORK),
+        work,
         &|units, chunk| {
             rows_kernel(&ad[units.start * k..units.end * k], bd, k, n, chunk);
+            Ok(())
         },
     )?;
-    Ok(Tensor::new(out_shape, out).expect("the output holds rows*n values by construction"))
+    Ok(out)
 }

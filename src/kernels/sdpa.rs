@@ -1,19 +1,20 @@
 //! Scaled dot-product attention with grouped K/V heads, scheduled over (batch, head) units.
 
-use alloc::vec;
-
-use super::attend::{scratch_len, Head};
-use super::chunks::parallel_chunks;
 use super::config::KernelConfig;
+use super::error::scratch;
+use super::loops::attend::{scratch_len, Head};
+use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
+use crate::shape::{self, SdpaDims};
 use crate::tensor::Tensor;
 
 /// Calls holding fewer multiply-adds than this (`2·b·H·Sq·Sk·hd`, hidden causal keys included)
 /// run inline on the caller: below it a region costs more than the second core saves. 2^16 —
 /// measured on a 2-core x86_64 (AVX2) machine with `hardware()`, medians of 2000 calls: forking
 /// breaks even at 2^15 multiply-adds (≈ 2 µs of kernel work) and wins 1.2–1.9× at 2^16 and
-/// 1.7× at 2^17 (the seed's 2^20 was tuned for a scalar kernel about 20× slower).
+/// 1.7× at 2^17 (2^20, the figure for a scalar kernel about 20× slower, would leave most decode
+/// shapes inline).
 pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 16;
 
 /// Options of [`scaled_dot_product_attention`].
@@ -43,9 +44,7 @@ pub struct SdpaOptions {
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::kernels::{scaled_dot_product_attention, SdpaOptions};
-/// use skainet_schedule::tensor::Tensor;
-/// use skainet_schedule::Sequential;
+/// use skainet_schedule::{scaled_dot_product_attention, SdpaOptions, Sequential, Tensor};
 ///
 /// let q = Tensor::new(vec![1, 1, 1, 2], vec![1.0, 0.0]).unwrap();
 /// let k = Tensor::new(vec![1, 1, 2, 2], vec![1.0, 0.0, 0.0, 1.0]).unwrap();
@@ -60,11 +59,10 @@ pub struct SdpaOptions {
 ///
 /// # Errors
 ///
-/// [`KernelError::Rank`], [`KernelError::BatchMismatch`], [`KernelError::KvHeadsMismatch`],
-/// [`KernelError::ZeroKvHeads`], [`KernelError::KvHeadsDoNotDivide`],
-/// [`KernelError::HeadDimMismatch`], [`KernelError::KvLengthMismatch`],
-/// [`KernelError::MaskShape`], [`KernelError::CausalQueryLongerThanKeys`] — each naming the
-/// shapes involved; no output is produced.
+/// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::sdpa`] (rank,
+/// batch, heads, head dimension, lengths, mask, causal length, size) naming the shapes
+/// involved; [`KernelError::Tensor`] or [`KernelError::Scratch`] when memory cannot be had;
+/// [`KernelError::DisjointSplit`] when `schedule` broke its contract. No output is produced.
 pub fn scaled_dot_product_attention(
     q: &Tensor,
     k: &Tensor,
@@ -91,36 +89,45 @@ pub fn scaled_dot_product_attention_with(
     options: &SdpaOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    let dims = validate(q, k, v, mask, options)?;
-    let Dims {
-        b,
+    let dims = shape::sdpa(
+        q.shape(),
+        k.shape(),
+        v.shape(),
+        mask.map(Tensor::shape),
+        options.causal,
+    )?;
+    let SdpaDims {
         heads,
         kv_heads,
-        sq,
-        sk,
-        hd,
+        q_len: sq,
+        kv_len: sk,
+        head_dim: hd,
+        ..
     } = dims;
     let scale = options
         .scale
         .unwrap_or_else(|| 1.0 / libm::sqrtf(hd as f32));
     let mask = mask.map(|m| MaskRows::new(m, &dims));
-    let group = heads / kv_heads.max(1);
-    let mut out = vec![0.0f32; b * heads * sq * hd];
+    let group = dims.group();
+    let mut out = Tensor::zeros(dims.output_shape())?;
     // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
-    let work = [b, heads, sq, sk, hd]
+    let total = [dims.batch, heads, sq, sk, hd]
         .iter()
         .fold(2u64, |w, &d| w.saturating_mul(d as u64));
+    let work = Work {
+        total,
+        fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
+    };
     let attend = config.kernels().attend;
     let (qd, kd, vd) = (q.data(), k.data(), v.data());
     parallel_chunks(
         "sdpa",
         schedule,
-        &mut out,
+        out.data_mut(),
         sq * hd,
         work,
-        config.threshold(SDPA_PARALLEL_MIN_WORK),
         &|units, chunk| {
-            let mut scores = vec![0.0f32; scratch_len(sq, sk)];
+            let mut scores = scratch("sdpa", scratch_len(sq, sk))?;
             for (unit, o) in units.zip(chunk.chunks_exact_mut(sq * hd)) {
                 let (bi, h) = (unit / heads, unit % heads);
                 let kv_unit = bi * kv_heads + h / group;
@@ -137,131 +144,10 @@ pub fn scaled_dot_product_attention_with(
                 };
                 attend(&head, o, &mut scores);
             }
+            Ok(())
         },
     )?;
-    Ok(Tensor::new(vec![b, heads, sq, hd], out)
-        .expect("the output holds b*H*Sq*hd values by construction"))
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Dims {
-    b: usize,
-    heads: usize,
-    kv_heads: usize,
-    sq: usize,
-    sk: usize,
-    hd: usize,
-}
-
-fn rank4(operand: &'static str, t: &Tensor) -> Result<[usize; 4], KernelError> {
-    match *t.shape() {
-        [a, b, c, d] => Ok([a, b, c, d]),
-        _ => Err(KernelError::Rank {
-            op: "sdpa",
-            operand,
-            expected: "4",
-            shape: t.shape().to_vec(),
-        }),
-    }
-}
-
-fn validate(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: Option<&Tensor>,
-    options: &SdpaOptions,
-) -> Result<Dims, KernelError> {
-    let [b, heads, sq, hd] = rank4("q", q)?;
-    let [kb, kv_heads, sk, khd] = rank4("k", k)?;
-    let [vb, v_heads, vsk, vhd] = rank4("v", v)?;
-    let shape = |t: &Tensor| t.shape().to_vec();
-    if kb != b {
-        return Err(KernelError::BatchMismatch {
-            q: shape(q),
-            kv: shape(k),
-        });
-    }
-    if vb != b {
-        return Err(KernelError::BatchMismatch {
-            q: shape(q),
-            kv: shape(v),
-        });
-    }
-    if v_heads != kv_heads {
-        return Err(KernelError::KvHeadsMismatch {
-            k: shape(k),
-            v: shape(v),
-        });
-    }
-    if kv_heads == 0 && heads > 0 {
-        return Err(KernelError::ZeroKvHeads {
-            q: shape(q),
-            k: shape(k),
-        });
-    }
-    if kv_heads > 0 && heads % kv_heads != 0 {
-        return Err(KernelError::KvHeadsDoNotDivide {
-            q: shape(q),
-            k: shape(k),
-        });
-    }
-    if khd != hd {
-        return Err(KernelError::HeadDimMismatch {
-            q: shape(q),
-            kv: shape(k),
-        });
-    }
-    if vhd != hd {
-        return Err(KernelError::HeadDimMismatch {
-            q: shape(q),
-            kv: shape(v),
-        });
-    }
-    if vsk != sk {
-        return Err(KernelError::KvLengthMismatch {
-            k: shape(k),
-            v: shape(v),
-        });
-    }
-    let dims = Dims {
-        b,
-        heads,
-        kv_heads,
-        sq,
-        sk,
-        hd,
-    };
-    if let Some(m) = mask {
-        if !mask_fits(m.shape(), &dims) {
-            return Err(KernelError::MaskShape {
-                mask: shape(m),
-                scores: vec![b, heads, sq, sk],
-            });
-        }
-    }
-    if options.causal && sq > sk {
-        return Err(KernelError::CausalQueryLongerThanKeys {
-            q: shape(q),
-            k: shape(k),
-        });
-    }
-    Ok(dims)
-}
-
-/// Whether a mask of `shape` broadcasts to the scores `[b, H, Sq, Sk]`: rank 2 to 4, the
-/// last dimension exactly `Sk`, every other one `1` or equal.
-fn mask_fits(shape: &[usize], d: &Dims) -> bool {
-    if !(2..=4).contains(&shape.len()) {
-        return false;
-    }
-    let padded = pad4(shape);
-    let target = [d.b, d.heads, d.sq, d.sk];
-    padded[3] == d.sk
-        && padded[..3]
-            .iter()
-            .zip(&target[..3])
-            .all(|(&m, &t)| m == t || m == 1)
+    Ok(out)
 }
 
 /// Where the mask rows of a unit live: the mask padded to rank 4, with a stride of 0 on every
@@ -274,14 +160,14 @@ struct MaskRows<'a> {
 }
 
 impl<'a> MaskRows<'a> {
-    fn new(mask: &'a Tensor, d: &Dims) -> Self {
+    fn new(mask: &'a Tensor, d: &SdpaDims) -> Self {
         let [mb, mh, msq, _] = pad4(mask.shape());
-        let plane = msq * d.sk;
+        let plane = msq * d.kv_len;
         Self {
             data: mask.data(),
             batch_stride: if mb == 1 { 0 } else { mh * plane },
             head_stride: if mh == 1 { 0 } else { plane },
-            row_stride: if msq == 1 { 0 } else { d.sk },
+            row_stride: if msq == 1 { 0 } else { d.kv_len },
         }
     }
 

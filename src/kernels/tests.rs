@@ -10,7 +10,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::simd::{Scalar, Simd, LANES};
+use super::loops::simd::{Scalar, Simd, LANES};
 use super::{
     conv2d_with, cpu_kernels, matmul_with, scaled_dot_product_attention_with, Conv2dOptions,
     CpuKernels, KernelConfig, SdpaOptions,
@@ -104,7 +104,7 @@ fn the_registry_holds_every_backend_compiled_for_this_target() {
 #[cfg(all(target_arch = "x86_64", feature = "std", target_feature = "avx2"))]
 #[test]
 fn the_avx2_variant_is_selected_when_built_for_avx2() {
-    assert!(super::simd::Avx2::detect().is_some());
+    assert!(super::loops::simd::Avx2::detect().is_some());
     assert_eq!(super::selected_kernels().name(), "avx2");
 }
 
@@ -292,13 +292,13 @@ fn primitives_match_scalar<S: Simd>(s: S) {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn sse2_primitives_give_the_scalar_bits() {
-    primitives_match_scalar(super::simd::Sse2);
+    primitives_match_scalar(super::loops::simd::Sse2);
 }
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[test]
 fn avx2_primitives_give_the_scalar_bits_where_detected() {
-    if let Some(s) = super::simd::Avx2::detect() {
+    if let Some(s) = super::loops::simd::Avx2::detect() {
         primitives_match_scalar(s);
     }
 }

@@ -1,4 +1,5 @@
-//! The inner loops, compiled more than once, chosen at run time through a [`KernelRegistry`].
+//! The inner loops of `loops/`, compiled more than once, registered, and chosen at run time
+//! through a [`KernelRegistry`]. This file only compiles and registers.
 //!
 //! Every variant runs the *same* generic source (the attention unit, the matmul rows, the conv
 //! plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
@@ -8,10 +9,10 @@
 //! only the speed differs. Each call looks its variant up ([`selected_kernels`]), so the
 //! registry really decides what runs.
 
-use super::attend::{attend_head, Head};
-use super::conv::{conv_plane, ConvPlane};
-use super::lanes::accumulate_rows;
-use super::simd::Scalar;
+use super::loops::attend::{attend_head, Head};
+use super::loops::conv::{conv_plane, ConvPlane};
+use super::loops::matmul::matmul_rows;
+use super::loops::simd::Scalar;
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
@@ -53,19 +54,6 @@ impl KernelProvider for CpuKernels {
     }
 }
 
-/// `out[r] = a[r] · b` for each row `r` of `a` (`k` values each), `b` being `[k, n]`:
-/// `out[r][c] = ((0 + a[r][0]·b[0][c]) + a[r][1]·b[1][c]) + …`.
-#[inline(always)]
-fn matmul_rows(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-    out.fill(0.0);
-    if k == 0 || n == 0 {
-        return;
-    }
-    for (a_row, out_row) in a.chunks_exact(k).zip(out.chunks_exact_mut(n)) {
-        accumulate_rows(out_row, a_row, b, n);
-    }
-}
-
 fn always() -> bool {
     true
 }
@@ -103,7 +91,7 @@ mod x86 {
     //! compile the same source with AVX2 enabled and run it only with a detected [`Avx2`]
     //! token, falling back to SSE2 otherwise, so calling one is always sound.
     use super::*;
-    use crate::kernels::simd::Sse2;
+    use crate::kernels::loops::simd::Sse2;
 
     fn sse2_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
         attend_head(Sse2, h, out, scores);
@@ -123,7 +111,7 @@ mod x86 {
     #[cfg(feature = "std")]
     mod avx2 {
         use super::*;
-        use crate::kernels::simd::Avx2;
+        use crate::kernels::loops::simd::Avx2;
 
         fn has_avx2() -> bool {
             Avx2::detect().is_some()
@@ -195,8 +183,8 @@ static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::kernels::cpu_kernels;
-/// use skainet_schedule::registry::KernelProvider;
+/// use skainet_schedule::prelude::*;
+/// use skainet_schedule::cpu_kernels;
 /// assert!(cpu_kernels().find("portable").is_some());
 /// # }
 /// ```

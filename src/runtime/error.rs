@@ -49,7 +49,7 @@ impl core::error::Error for ScheduleError {}
 /// allowed.
 ///
 /// ```
-/// use skainet_schedule::runtime::{parse_task_groups, ScheduleError};
+/// use skainet_schedule::{parse_task_groups, ScheduleError};
 /// assert_eq!(parse_task_groups(" 4 "), Ok(4));
 /// assert_eq!(
 ///     parse_task_groups("0"),

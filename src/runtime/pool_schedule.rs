@@ -19,9 +19,9 @@ use crate::trace::TraceSinkRef;
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use skainet_schedule::{runtime, Schedule};
+/// use skainet_schedule::prelude::*;
 ///
-/// let pool = runtime::dedicated(3)?;
+/// let pool = skainet_schedule::dedicated(3)?;
 /// assert_eq!(pool.name(), "dedicated(3)");
 /// let sum = AtomicUsize::new(0);
 /// pool.for_range(100, 1, &|start, end| {
@@ -29,7 +29,7 @@ use crate::trace::TraceSinkRef;
 /// });
 /// assert_eq!(sum.into_inner(), 4950);
 /// # }
-/// # Ok::<(), skainet_schedule::runtime::ScheduleError>(())
+/// # Ok::<(), skainet_schedule::ScheduleError>(())
 /// ```
 #[derive(Clone)]
 pub struct PoolSchedule {
@@ -117,11 +117,11 @@ impl Schedule for PoolSchedule {
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::{runtime, Schedule};
-/// assert_eq!(runtime::dedicated(2)?.parallelism(), 2);
-/// assert_eq!(runtime::dedicated(0).unwrap_err(), runtime::ScheduleError::ZeroParallelism);
+/// use skainet_schedule::prelude::*;
+/// assert_eq!(skainet_schedule::dedicated(2)?.parallelism(), 2);
+/// assert_eq!(skainet_schedule::dedicated(0).unwrap_err(), skainet_schedule::ScheduleError::ZeroParallelism);
 /// # }
-/// # Ok::<(), skainet_schedule::runtime::ScheduleError>(())
+/// # Ok::<(), skainet_schedule::ScheduleError>(())
 /// ```
 ///
 /// # Errors
@@ -207,8 +207,8 @@ fn hardware_state() -> &'static Hardware {
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::{runtime, Schedule};
-/// let pool = runtime::hardware();
+/// use skainet_schedule::prelude::*;
+/// let pool = skainet_schedule::hardware();
 /// assert_eq!(pool.name(), format!("hardware({})", pool.parallelism()));
 /// # }
 /// ```

@@ -30,7 +30,8 @@ use crate::trace::TraceSinkRef;
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use skainet_schedule::{runtime::RayonSchedule, Schedule};
+/// use skainet_schedule::prelude::*;
+/// use skainet_schedule::RayonSchedule;
 ///
 /// let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
 /// let schedule = RayonSchedule::with_pool(std::sync::Arc::new(pool));

@@ -11,6 +11,7 @@ use core::marker::PhantomData;
 use core::ops::Range;
 use core::ptr::NonNull;
 
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::sync::{AtomicUsize, Ordering};
@@ -19,6 +20,7 @@ const BITS: usize = usize::BITS as usize;
 
 /// What went wrong when splitting or taking from a [`DisjointSlice`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DisjointError {
     /// `unit_len` was zero.
     ZeroUnitLen,
@@ -41,6 +43,16 @@ pub enum DisjointError {
         /// The first unit found already taken.
         unit: usize,
     },
+    /// A region ended without running some unit: its schedule broke the
+    /// [`for_range`](crate::Schedule::for_range) contract, and the output is incomplete.
+    Unwritten {
+        /// The schedule's [`name`](crate::Schedule::name).
+        schedule: String,
+        /// The first unit no body was given.
+        unit: usize,
+        /// How many units the region had.
+        units: usize,
+    },
 }
 
 impl fmt::Display for DisjointError {
@@ -59,6 +71,14 @@ impl fmt::Display for DisjointError {
             Self::Overlap { unit } => {
                 write!(f, "disjoint split: unit {unit} was already taken")
             }
+            Self::Unwritten {
+                schedule,
+                unit,
+                units,
+            } => write!(
+                f,
+                "schedule {schedule} never ran unit {unit} of {units}: it broke the for_range contract"
+            ),
         }
     }
 }
@@ -165,6 +185,19 @@ impl<'a, T> DisjointSlice<'a, T> {
         Ok(unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) })
     }
 
+    /// The first unit nobody has taken, or `None` when every unit was handed out.
+    ///
+    /// Read it after the region that took the units has returned (its return orders every
+    /// take before this call).
+    pub fn first_untaken(&self) -> Option<usize> {
+        self.taken.iter().enumerate().find_map(|(word, bits)| {
+            // Acquire: pairs with the takes' AcqRel, though the region's end already orders them.
+            let free = !bits.load(Ordering::Acquire);
+            let unit = word * BITS + free.trailing_zeros() as usize;
+            (free != 0 && unit < self.units).then_some(unit)
+        })
+    }
+
     /// Sets the bits of `units`, word by word; fails if any was set already.
     fn claim(&self, units: Range<usize>) -> Result<(), DisjointError> {
         let mut unit = units.start;
@@ -206,6 +239,19 @@ impl<T> fmt::Debug for DisjointSlice<'_, T> {
 mod tests {
     use super::*;
     use alloc::vec;
+
+    #[test]
+    fn first_untaken_names_the_first_gap() {
+        let mut data = [0u8; 70];
+        let split = DisjointSlice::new(&mut data, 1).unwrap();
+        assert_eq!(split.first_untaken(), Some(0));
+        split.take(0..65).unwrap();
+        assert_eq!(split.first_untaken(), Some(65));
+        split.take(66..70).unwrap();
+        assert_eq!(split.first_untaken(), Some(65));
+        split.take(65..66).unwrap();
+        assert_eq!(split.first_untaken(), None);
+    }
 
     #[test]
     fn rejects_zero_unit_len() {

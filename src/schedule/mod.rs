@@ -9,17 +9,19 @@
 //! `parallel` and `rayon` features.
 
 mod disjoint;
-mod hint;
 
 use core::ops::Range;
 
 pub use disjoint::{DisjointError, DisjointSlice};
-pub use hint::{HintError, ScheduleHint, SCHEDULE_KEY};
 
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 
 /// A shareable handle to any schedule: what contexts, ops and kernels pass around.
 pub type ScheduleRef = Arc<dyn Schedule>;
+
+/// A fallible body over a chunk of disjoint output: `body(units, chunk)`, as
+/// [`ScheduleExt::try_for_chunks_mut`] and `parallel_chunks` call it.
+pub type TryChunkBody<'a, T, E> = dyn Fn(Range<usize>, &mut [T]) -> Result<(), E> + Sync + 'a;
 
 /// Decides how many tasks run `n` independent units of work, and runs them.
 ///
@@ -323,9 +325,10 @@ pub trait ScheduleExt: Schedule {
     /// # Errors
     ///
     /// [`DisjointError::ZeroUnitLen`] / [`DisjointError::RaggedLength`] when `out` does not split
-    /// into whole units; [`DisjointError::Overlap`] or [`DisjointError::OutOfBounds`] only if the
-    /// schedule broke its contract (overlapping or out-of-range chunks) — in that case the
-    /// offending chunk's body is not called.
+    /// into whole units. Only if the schedule broke its contract: [`DisjointError::Overlap`] or
+    /// [`DisjointError::OutOfBounds`] (the offending chunk's body is not called), or
+    /// [`DisjointError::Unwritten`] when some unit was never run — so a broken schedule can
+    /// never make this return `Ok` over output it did not write.
     fn for_chunks_mut<T: Send>(
         &self,
         op: &str,
@@ -334,13 +337,53 @@ pub trait ScheduleExt: Schedule {
         grain: usize,
         body: &(dyn Fn(Range<usize>, &mut [T]) + Sync),
     ) -> Result<(), DisjointError> {
+        self.try_for_chunks_mut(op, out, unit_len, grain, &|units, chunk| {
+            body(units, chunk);
+            Ok(())
+        })
+    }
+
+    /// [`for_chunks_mut`](ScheduleExt::for_chunks_mut) with a body that may fail, as in
+    /// [`try_for_range`](ScheduleExt::try_for_range): the first `Err` (the body's, or a
+    /// [`DisjointError`] converted into `E`) skips the chunks not yet started and is returned.
+    ///
+    /// ```
+    /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+    /// use skainet_schedule::{DisjointError, ScheduleExt, Sequential};
+    /// let mut out = [0u8; 4];
+    /// let r: Result<(), DisjointError> =
+    ///     Sequential.try_for_chunks_mut("fill", &mut out, 3, 1, &|_units, _chunk| Ok(()));
+    /// assert_eq!(r, Err(DisjointError::RaggedLength { len: 4, unit_len: 3 }));
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The body's first error, or any error of
+    /// [`for_chunks_mut`](ScheduleExt::for_chunks_mut), converted into `E`.
+    fn try_for_chunks_mut<T: Send, E: From<DisjointError> + Send>(
+        &self,
+        op: &str,
+        out: &mut [T],
+        unit_len: usize,
+        grain: usize,
+        body: &TryChunkBody<'_, T, E>,
+    ) -> Result<(), E> {
         let slice = DisjointSlice::new(out, unit_len)?;
         let units = slice.units();
         self.try_for_range_op(op, units, grain, &|start, end| {
             let chunk = slice.take(start..end)?;
-            body(start..end, chunk);
-            Ok(())
-        })
+            body(start..end, chunk)
+        })?;
+        match slice.first_untaken() {
+            Some(unit) => Err(DisjointError::Unwritten {
+                schedule: self.name().into(),
+                unit,
+                units,
+            }
+            .into()),
+            None => Ok(()),
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! Graph fixtures shared by the compile-lane tests.
 
+use skainet_schedule::graph::ScheduleHint;
 use skainet_schedule::graph::{Graph, GraphBuilder};
-use skainet_schedule::kernels::{Conv2dOptions, SdpaOptions};
-use skainet_schedule::tensor::Tensor;
-use skainet_schedule::ScheduleHint;
+use skainet_schedule::Tensor;
+use skainet_schedule::{Conv2dOptions, SdpaOptions};
 
 use super::uniform;
 

@@ -7,7 +7,7 @@ pub mod graph;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use skainet_schedule::tensor::Tensor;
+use skainet_schedule::Tensor;
 use skainet_schedule::{Chunks, Schedule, TraceEvent, TraceSinkRef};
 
 /// The order in which [`OutOfOrder`] hands out chunks.
@@ -144,10 +144,10 @@ pub fn runtime_schedules() -> Vec<Arc<dyn Schedule>> {
     let mut list: Vec<Arc<dyn Schedule>> = Vec::new();
     #[cfg(feature = "parallel")]
     {
-        list.push(Arc::new(skainet_schedule::runtime::hardware()));
+        list.push(Arc::new(skainet_schedule::hardware()));
         for p in 1..=4 {
             list.push(Arc::new(
-                skainet_schedule::runtime::dedicated(p).expect("p >= 1 is valid"),
+                skainet_schedule::dedicated(p).expect("p >= 1 is valid"),
             ));
         }
     }

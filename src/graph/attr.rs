@@ -1,5 +1,5 @@
 //! Attribute values: the small typed maps that carry op parameters and node metadata, and
-//! the map form of a [`ScheduleHint`](crate::ScheduleHint).
+//! the map form of a [`ScheduleHint`](super::hint::ScheduleHint).
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;

@@ -55,9 +55,10 @@ impl Head<'_> {
     }
 }
 
-/// Scratch [`attend_head`] needs: the scores of one group of rows.
+/// Scratch [`attend_head`] needs: the scores of one group of rows (saturating: a length no
+/// allocation can serve is refused by the allocation, not by an overflow).
 pub(crate) fn scratch_len(sq: usize, sk: usize) -> usize {
-    GROUP.min(sq) * sk
+    GROUP.min(sq).saturating_mul(sk)
 }
 
 /// Writes the unit's `[sq, hd]` output into `out`; `scores` is scratch of [`scratch_len`].

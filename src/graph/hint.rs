@@ -4,7 +4,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::attr::{Attr, AttrMap};
+use super::attr::{Attr, AttrMap};
 
 /// The metadata key a hint is stored under, on a graph node and in the exported module header.
 pub const SCHEDULE_KEY: &str = "skainet.schedule";
@@ -16,7 +16,7 @@ pub const SCHEDULE_KEY: &str = "skainet.schedule";
 /// property of the device).
 ///
 /// ```
-/// use skainet_schedule::ScheduleHint;
+/// use skainet_schedule::graph::ScheduleHint;
 /// let hint = ScheduleHint::parallel(["batch", "heads"]).unwrap().with_parallelism(8).unwrap();
 /// assert_eq!(hint.parallel_dims(), ["batch", "heads"]);
 /// assert_eq!(hint.parallelism(), Some(8));
@@ -30,6 +30,7 @@ pub struct ScheduleHint {
 
 /// Why a [`ScheduleHint`] could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HintError {
     /// No dimension was named.
     NoDims,

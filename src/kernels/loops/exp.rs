@@ -38,7 +38,7 @@ const ROUND_MAGIC: f32 = 12_582_912.0;
 /// `+inf`; NaN stays NaN).
 ///
 /// ```
-/// use skainet_schedule::kernels::exp;
+/// use skainet_schedule::exp;
 /// assert_eq!(exp(0.0), 1.0);
 /// assert_eq!(exp(f32::NEG_INFINITY), 0.0);
 /// assert!((exp(1.0) - core::f32::consts::E).abs() < 1e-6);

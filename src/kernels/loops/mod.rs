@@ -1,0 +1,18 @@
+//! The inner loops: everything a kernel computes per unit, in a fixed order, and nothing about
+//! how units are scheduled or which compiled variant runs.
+//!
+//! * [`simd`] — the lane contract and its backends (plain Rust, SSE2, AVX2);
+//! * [`lanes`] — the fixed-order dot products, sums and accumulations built on it;
+//! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
+//! * [`attend`], [`matmul`], [`conv`] — one unit of each kernel: a (batch, head) of attention,
+//!   rows of a product, an output plane of a convolution.
+//!
+//! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
+//! `kernels/variants.rs` compiles these loops once per backend and registers the results.
+
+pub(crate) mod attend;
+pub(crate) mod conv;
+pub(crate) mod exp;
+pub(crate) mod lanes;
+pub(crate) mod matmul;
+pub(crate) mod simd;

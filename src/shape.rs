@@ -1,0 +1,701 @@
+//! The one shape vocabulary: what every op's operands must look like, the dimensions a kernel
+//! runs over, and the output shape — or a [`ShapeError`] naming the shapes involved.
+//!
+//! The kernels call these functions before they allocate anything, and the graph builder calls
+//! the same ones as each op is added, so an eager call and a graph node agree on what is valid,
+//! and on the words of the error, by construction.
+//!
+//! ```
+//! use skainet_schedule::shape;
+//! let dims = shape::sdpa(&[1, 8, 4, 16], &[1, 2, 6, 16], &[1, 2, 6, 16], None, true).unwrap();
+//! assert_eq!((dims.heads, dims.kv_heads, dims.q_len, dims.kv_len), (8, 2, 4, 6));
+//! assert_eq!(dims.output_shape(), [1, 8, 4, 16]);
+//! ```
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Why an op's operands do not fit together. Every variant carries the shapes involved, and
+/// its message starts with the op's name (`sdpa`, `matmul`, `conv2d`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShapeError {
+    /// An operand has the wrong number of dimensions.
+    Rank {
+        /// The op (`sdpa`, `matmul`, `conv2d`, ...).
+        op: &'static str,
+        /// Which operand (`q`, `k`, `v`, `mask`, `a`, `b`, `input`, `weight`, `bias`).
+        operand: &'static str,
+        /// The rank it needs, as text (`"4"`, `">= 2"`, `"2 to 4"`).
+        expected: &'static str,
+        /// The shape it has.
+        shape: Vec<usize>,
+    },
+    /// SDPA: the batch of `k`/`v` differs from `q`'s.
+    BatchMismatch {
+        /// The query shape `[b, H, Sq, hd]`.
+        q: Vec<usize>,
+        /// The key or value shape `[b, nKV, Sk, hd]`.
+        kv: Vec<usize>,
+    },
+    /// SDPA: `k` and `v` have different head counts.
+    KvHeadsMismatch {
+        /// The key shape.
+        k: Vec<usize>,
+        /// The value shape.
+        v: Vec<usize>,
+    },
+    /// SDPA: `k`/`v` have zero heads while `q` has some.
+    ZeroKvHeads {
+        /// The query shape.
+        q: Vec<usize>,
+        /// The key shape.
+        k: Vec<usize>,
+    },
+    /// SDPA: the K/V head count does not divide the query head count.
+    KvHeadsDoNotDivide {
+        /// The query shape; its dimension 1 is `H`.
+        q: Vec<usize>,
+        /// The key shape; its dimension 1 is `nKV`.
+        k: Vec<usize>,
+    },
+    /// SDPA: `k` or `v` has another head dimension than `q`.
+    HeadDimMismatch {
+        /// The query shape.
+        q: Vec<usize>,
+        /// The key or value shape.
+        kv: Vec<usize>,
+    },
+    /// SDPA: `k` and `v` have different lengths (`Sk`).
+    KvLengthMismatch {
+        /// The key shape.
+        k: Vec<usize>,
+        /// The value shape.
+        v: Vec<usize>,
+    },
+    /// SDPA: the mask does not broadcast to the scores `[b, H, Sq, Sk]`.
+    MaskShape {
+        /// The mask shape.
+        mask: Vec<usize>,
+        /// The scores shape it must broadcast to.
+        scores: Vec<usize>,
+    },
+    /// SDPA: causal attention with more queries than keys (bottom-right alignment would leave
+    /// the first rows without any key).
+    CausalQueryLongerThanKeys {
+        /// The query shape.
+        q: Vec<usize>,
+        /// The key shape.
+        k: Vec<usize>,
+    },
+    /// matmul: the inner dimensions differ (`a[.., m, k]` × `b[k, n]`).
+    MatmulInnerMismatch {
+        /// The left shape.
+        a: Vec<usize>,
+        /// The right shape.
+        b: Vec<usize>,
+    },
+    /// conv2d: the input's channels differ from the weight's input channels.
+    ConvChannelMismatch {
+        /// The input shape `[N, C, H, W]`.
+        input: Vec<usize>,
+        /// The weight shape `[O, C, kH, kW]`.
+        weight: Vec<usize>,
+    },
+    /// conv2d: the bias is not `[O]`.
+    ConvBiasShape {
+        /// The bias shape.
+        bias: Vec<usize>,
+        /// The weight shape `[O, C, kH, kW]`.
+        weight: Vec<usize>,
+    },
+    /// conv2d: a stride is zero.
+    ConvZeroStride {
+        /// The stride given.
+        stride: [usize; 2],
+    },
+    /// conv2d: the kernel is larger than the padded input, so there is no output position.
+    ConvKernelTooLarge {
+        /// The input shape.
+        input: Vec<usize>,
+        /// The weight shape.
+        weight: Vec<usize>,
+        /// The padding given.
+        padding: [usize; 2],
+    },
+    /// An elementwise op's operands have different shapes.
+    ElementwiseMismatch {
+        /// The op (`add`, `sub`, `mul`).
+        op: &'static str,
+        /// The left shape.
+        a: Vec<usize>,
+        /// The right shape.
+        b: Vec<usize>,
+    },
+    /// A reshape changes the element count (or the count overflows).
+    Reshape {
+        /// The operand's shape.
+        from: Vec<usize>,
+        /// The requested shape.
+        to: Vec<usize>,
+    },
+    /// A transpose's permutation is not a permutation of the operand's dimensions.
+    Permutation {
+        /// The operand's shape.
+        shape: Vec<usize>,
+        /// The permutation given.
+        permutation: Vec<usize>,
+    },
+    /// A tensor the op would read or write holds more bytes than one allocation can
+    /// ([`MAX_ELEMENTS`]), so no call with these shapes can succeed.
+    TooLarge {
+        /// The op (`tensor` for a tensor built on its own).
+        op: &'static str,
+        /// The shapes that were given (operands, or the tensor's own shape).
+        shapes: Vec<Vec<usize>>,
+    },
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Rank {
+                op,
+                operand,
+                expected,
+                shape,
+            } => write!(
+                f,
+                "{op}: {operand} must have rank {expected}, got shape {shape:?}"
+            ),
+            Self::BatchMismatch { q, kv } => {
+                write!(f, "sdpa: batch of k/v {kv:?} differs from q {q:?}")
+            }
+            Self::KvHeadsMismatch { k, v } => {
+                write!(f, "sdpa: k {k:?} and v {v:?} have different head counts")
+            }
+            Self::ZeroKvHeads { q, k } => {
+                write!(f, "sdpa: k {k:?} has zero heads for q {q:?}")
+            }
+            Self::KvHeadsDoNotDivide { q, k } => write!(
+                f,
+                "sdpa: k/v heads of {k:?} do not divide the query heads of {q:?}"
+            ),
+            Self::HeadDimMismatch { q, kv } => {
+                write!(f, "sdpa: head dimension of k/v {kv:?} differs from q {q:?}")
+            }
+            Self::KvLengthMismatch { k, v } => {
+                write!(f, "sdpa: k {k:?} and v {v:?} have different lengths")
+            }
+            Self::MaskShape { mask, scores } => write!(
+                f,
+                "sdpa: mask {mask:?} does not broadcast to the scores {scores:?}"
+            ),
+            Self::CausalQueryLongerThanKeys { q, k } => write!(
+                f,
+                "sdpa: causal attention needs no more queries than keys, got q {q:?} and k {k:?}"
+            ),
+            Self::MatmulInnerMismatch { a, b } => {
+                write!(f, "matmul: inner dimensions of a {a:?} and b {b:?} differ")
+            }
+            Self::ConvChannelMismatch { input, weight } => write!(
+                f,
+                "conv2d: channels of input {input:?} differ from weight {weight:?}"
+            ),
+            Self::ConvBiasShape { bias, weight } => write!(
+                f,
+                "conv2d: bias {bias:?} is not one value per output channel of weight {weight:?}"
+            ),
+            Self::ConvZeroStride { stride } => {
+                write!(f, "conv2d: stride {stride:?} has a zero")
+            }
+            Self::ConvKernelTooLarge {
+                input,
+                weight,
+                padding,
+            } => write!(
+                f,
+                "conv2d: weight {weight:?} is larger than input {input:?} padded by {padding:?}"
+            ),
+            Self::ElementwiseMismatch { op, a, b } => {
+                write!(f, "{op}: operands {a:?} and {b:?} have different shapes")
+            }
+            Self::Reshape { from, to } => {
+                write!(
+                    f,
+                    "reshape: cannot reshape {from:?} to {to:?}: element counts differ"
+                )
+            }
+            Self::Permutation { shape, permutation } => write!(
+                f,
+                "transpose: {permutation:?} is not a permutation of the dimensions of {shape:?}"
+            ),
+            Self::TooLarge { op, shapes } => write!(
+                f,
+                "{op}: shapes {shapes:?} need a tensor of more than {MAX_ELEMENTS} f32 values"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ShapeError {}
+
+/// The most `f32` values one tensor may hold: the most whose bytes fit one allocation
+/// (`isize::MAX` bytes). A shape above it is a [`ShapeError::TooLarge`] before anything is
+/// allocated; one below it may still fail to allocate, which is reported, never an abort.
+pub const MAX_ELEMENTS: usize = isize::MAX as usize / core::mem::size_of::<f32>();
+
+/// The number of elements of `shape`, or `None` when it is above [`MAX_ELEMENTS`] (or the
+/// product overflows).
+///
+/// ```
+/// use skainet_schedule::shape::element_count;
+/// assert_eq!(element_count(&[2, 3, 4]), Some(24));
+/// assert_eq!(element_count(&[]), Some(1));
+/// assert_eq!(element_count(&[usize::MAX, 2]), None);
+/// assert_eq!(element_count(&[0, usize::MAX]), Some(0));
+/// ```
+pub fn element_count(shape: &[usize]) -> Option<usize> {
+    // A zero anywhere makes the tensor empty, however large the other dimensions are.
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= MAX_ELEMENTS)
+}
+
+fn too_large(op: &'static str, shapes: &[&[usize]]) -> ShapeError {
+    ShapeError::TooLarge {
+        op,
+        shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+    }
+}
+
+/// Checks that every shape of `shapes` (and the output `out`) fits one allocation.
+fn fits(op: &'static str, shapes: &[&[usize]], out: &[usize]) -> Result<(), ShapeError> {
+    if shapes
+        .iter()
+        .chain([&out])
+        .all(|s| element_count(s).is_some())
+    {
+        Ok(())
+    } else {
+        Err(too_large(op, shapes))
+    }
+}
+
+fn rank4(op: &'static str, operand: &'static str, s: &[usize]) -> Result<[usize; 4], ShapeError> {
+    match *s {
+        [a, b, c, d] => Ok([a, b, c, d]),
+        _ => Err(ShapeError::Rank {
+            op,
+            operand,
+            expected: "4",
+            shape: s.to_vec(),
+        }),
+    }
+}
+
+/// The dimensions of an attention call: `q [batch, heads, q_len, head_dim]`,
+/// `k`/`v [batch, kv_heads, kv_len, head_dim]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SdpaDims {
+    /// `b`.
+    pub batch: usize,
+    /// `H`, the query heads.
+    pub heads: usize,
+    /// `nKV`, the key/value heads; it divides `heads` (or both are zero).
+    pub kv_heads: usize,
+    /// `Sq`.
+    pub q_len: usize,
+    /// `Sk`.
+    pub kv_len: usize,
+    /// `hd`.
+    pub head_dim: usize,
+}
+
+impl SdpaDims {
+    /// The output's shape: `[b, H, Sq, hd]`.
+    pub fn output_shape(&self) -> Vec<usize> {
+        vec![self.batch, self.heads, self.q_len, self.head_dim]
+    }
+
+    /// The scores' shape `[b, H, Sq, Sk]`, which a mask broadcasts to.
+    pub fn scores_shape(&self) -> [usize; 4] {
+        [self.batch, self.heads, self.q_len, self.kv_len]
+    }
+
+    /// How many query heads read each K/V head (`H / nKV`; 1 when there are none).
+    pub fn group(&self) -> usize {
+        self.heads.checked_div(self.kv_heads).unwrap_or(1)
+    }
+}
+
+/// Validates attention operands: `q [b, H, Sq, hd]`, `k`/`v [b, nKV, Sk, hd]` with `nKV`
+/// dividing `H`, an optional additive mask of rank 2 to 4 that broadcasts to the scores
+/// `[b, H, Sq, Sk]` by trailing alignment (every dimension `1` or equal, the last one exactly
+/// `Sk`: `[Sq, Sk]`, `[b, 1, Sq, Sk]`, `[1, H, Sq, Sk]`, `[b, 1, 1, Sk]`, …), and with
+/// `causal`, `Sq <= Sk`.
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::BatchMismatch`], [`ShapeError::KvHeadsMismatch`],
+/// [`ShapeError::ZeroKvHeads`], [`ShapeError::KvHeadsDoNotDivide`],
+/// [`ShapeError::HeadDimMismatch`], [`ShapeError::KvLengthMismatch`],
+/// [`ShapeError::MaskShape`], [`ShapeError::CausalQueryLongerThanKeys`],
+/// [`ShapeError::TooLarge`] — checked in that order.
+pub fn sdpa(
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    mask: Option<&[usize]>,
+    causal: bool,
+) -> Result<SdpaDims, ShapeError> {
+    const OP: &str = "sdpa";
+    let [b, heads, sq, hd] = rank4(OP, "q", q)?;
+    let [kb, kv_heads, sk, khd] = rank4(OP, "k", k)?;
+    let [vb, v_heads, vsk, vhd] = rank4(OP, "v", v)?;
+    let (q_, k_, v_) = (q.to_vec(), k.to_vec(), v.to_vec());
+    if kb != b {
+        return Err(ShapeError::BatchMismatch { q: q_, kv: k_ });
+    }
+    if vb != b {
+        return Err(ShapeError::BatchMismatch { q: q_, kv: v_ });
+    }
+    if v_heads != kv_heads {
+        return Err(ShapeError::KvHeadsMismatch { k: k_, v: v_ });
+    }
+    if kv_heads == 0 && heads > 0 {
+        return Err(ShapeError::ZeroKvHeads { q: q_, k: k_ });
+    }
+    if kv_heads > 0 && heads % kv_heads != 0 {
+        return Err(ShapeError::KvHeadsDoNotDivide { q: q_, k: k_ });
+    }
+    if khd != hd {
+        return Err(ShapeError::HeadDimMismatch { q: q_, kv: k_ });
+    }
+    if vhd != hd {
+        return Err(ShapeError::HeadDimMismatch { q: q_, kv: v_ });
+    }
+    if vsk != sk {
+        return Err(ShapeError::KvLengthMismatch { k: k_, v: v_ });
+    }
+    let dims = SdpaDims {
+        batch: b,
+        heads,
+        kv_heads,
+        q_len: sq,
+        kv_len: sk,
+        head_dim: hd,
+    };
+    if let Some(m) = mask {
+        if !mask_broadcasts(m, dims.scores_shape()) {
+            return Err(ShapeError::MaskShape {
+                mask: m.to_vec(),
+                scores: dims.scores_shape().to_vec(),
+            });
+        }
+    }
+    if causal && sq > sk {
+        return Err(ShapeError::CausalQueryLongerThanKeys { q: q_, k: k_ });
+    }
+    let mut operands: Vec<&[usize]> = vec![q, k, v];
+    operands.extend(mask);
+    fits(OP, &operands, &dims.output_shape())?;
+    Ok(dims)
+}
+
+/// Whether a mask of `shape` broadcasts to `scores` `[b, H, Sq, Sk]`: rank 2 to 4, the last
+/// dimension exactly `Sk`, every other one `1` or equal.
+fn mask_broadcasts(shape: &[usize], scores: [usize; 4]) -> bool {
+    (2..=4).contains(&shape.len())
+        && shape[shape.len() - 1] == scores[3]
+        && shape
+            .iter()
+            .rev()
+            .zip(scores.iter().rev())
+            .all(|(&d, &s)| d == 1 || d == s)
+}
+
+/// The dimensions of `a [.., m, k] × b [k, n]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MatmulDims {
+    /// Rows of the output: `m` times every leading (batch) dimension of `a`.
+    pub rows: usize,
+    /// `k`.
+    pub inner: usize,
+    /// `n`.
+    pub cols: usize,
+    /// `[.., m, n]`.
+    pub output_shape: Vec<usize>,
+}
+
+/// Validates `a [.., m, k] × b [k, n]` (rank of `a` at least 2; leading dimensions are batch).
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::MatmulInnerMismatch`], [`ShapeError::TooLarge`].
+pub fn matmul(a: &[usize], b: &[usize]) -> Result<MatmulDims, ShapeError> {
+    const OP: &str = "matmul";
+    if a.len() < 2 {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "a",
+            expected: ">= 2",
+            shape: a.to_vec(),
+        });
+    }
+    let [kb, n] = *b else {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "b",
+            expected: "2",
+            shape: b.to_vec(),
+        });
+    };
+    let k = a[a.len() - 1];
+    if k != kb {
+        return Err(ShapeError::MatmulInnerMismatch {
+            a: a.to_vec(),
+            b: b.to_vec(),
+        });
+    }
+    let mut output_shape = a.to_vec();
+    output_shape[a.len() - 1] = n;
+    fits(OP, &[a, b], &output_shape)?;
+    let rows = element_count(&a[..a.len() - 1]).ok_or_else(|| too_large(OP, &[a, b]))?;
+    Ok(MatmulDims {
+        rows,
+        inner: k,
+        cols: n,
+        output_shape,
+    })
+}
+
+/// The dimensions of a 2-D convolution: input `[N, C, H, W]`, weight `[O, C, kH, kW]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Conv2dDims {
+    /// `N`.
+    pub batch: usize,
+    /// `C`.
+    pub in_channels: usize,
+    /// `[H, W]`.
+    pub in_hw: [usize; 2],
+    /// `O`.
+    pub out_channels: usize,
+    /// `[kH, kW]`.
+    pub kernel_hw: [usize; 2],
+    /// `[OH, OW]`: `(H + 2·padH - kH) / strideH + 1`, and the same for the width.
+    pub out_hw: [usize; 2],
+}
+
+impl Conv2dDims {
+    /// The output's shape: `[N, O, OH, OW]`.
+    pub fn output_shape(&self) -> Vec<usize> {
+        vec![
+            self.batch,
+            self.out_channels,
+            self.out_hw[0],
+            self.out_hw[1],
+        ]
+    }
+
+    /// The taps of one output value: `C · kH · kW`.
+    pub fn taps(&self) -> usize {
+        // Cannot overflow: the weight `[O, C, kH, kW]` was checked to fit one allocation.
+        self.in_channels * self.kernel_hw[0] * self.kernel_hw[1]
+    }
+}
+
+/// Validates a 2-D convolution (NCHW × OIHW) with an optional bias `[O]`, `stride` (both at
+/// least 1) and zero `padding` on each side, as `[height, width]`.
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::ConvChannelMismatch`], [`ShapeError::ConvBiasShape`],
+/// [`ShapeError::ConvZeroStride`], [`ShapeError::ConvKernelTooLarge`],
+/// [`ShapeError::TooLarge`] (also when the padded input overflows `usize`).
+pub fn conv2d(
+    input: &[usize],
+    weight: &[usize],
+    bias: Option<&[usize]>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Result<Conv2dDims, ShapeError> {
+    const OP: &str = "conv2d";
+    let [n, c, h, w] = rank4(OP, "input", input)?;
+    let [o, wc, kh, kw] = rank4(OP, "weight", weight)?;
+    if wc != c {
+        return Err(ShapeError::ConvChannelMismatch {
+            input: input.to_vec(),
+            weight: weight.to_vec(),
+        });
+    }
+    if let Some(bias) = bias {
+        if bias.len() != 1 {
+            return Err(ShapeError::Rank {
+                op: OP,
+                operand: "bias",
+                expected: "1",
+                shape: bias.to_vec(),
+            });
+        }
+        if bias[0] != o {
+            return Err(ShapeError::ConvBiasShape {
+                bias: bias.to_vec(),
+                weight: weight.to_vec(),
+            });
+        }
+    }
+    if stride[0] == 0 || stride[1] == 0 {
+        return Err(ShapeError::ConvZeroStride { stride });
+    }
+    let mut operands: Vec<&[usize]> = vec![input, weight];
+    operands.extend(bias);
+    let pad = |x: usize, p: usize| p.checked_mul(2).and_then(|p2| x.checked_add(p2));
+    let (Some(ph), Some(pw)) = (pad(h, padding[0]), pad(w, padding[1])) else {
+        return Err(too_large(OP, &operands));
+    };
+    if kh > ph || kw > pw {
+        return Err(ShapeError::ConvKernelTooLarge {
+            input: input.to_vec(),
+            weight: weight.to_vec(),
+            padding,
+        });
+    }
+    let dims = Conv2dDims {
+        batch: n,
+        in_channels: c,
+        in_hw: [h, w],
+        out_channels: o,
+        kernel_hw: [kh, kw],
+        out_hw: [(ph - kh) / stride[0] + 1, (pw - kw) / stride[1] + 1],
+    };
+    fits(OP, &operands, &dims.output_shape())?;
+    Ok(dims)
+}
+
+/// Validates an elementwise op (`add`, `sub`, `mul`): both operands have the same shape, which
+/// is the output's.
+///
+/// # Errors
+///
+/// [`ShapeError::ElementwiseMismatch`], [`ShapeError::TooLarge`].
+pub fn elementwise(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    if a != b {
+        return Err(ShapeError::ElementwiseMismatch {
+            op,
+            a: a.to_vec(),
+            b: b.to_vec(),
+        });
+    }
+    fits(op, &[a, b], a)?;
+    Ok(a.to_vec())
+}
+
+/// `to`, when it holds as many elements as `from`.
+///
+/// # Errors
+///
+/// [`ShapeError::Reshape`] when the counts differ or either is above [`MAX_ELEMENTS`].
+pub fn reshape(from: &[usize], to: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    match (element_count(from), element_count(to)) {
+        (Some(a), Some(b)) if a == b => Ok(to.to_vec()),
+        _ => Err(ShapeError::Reshape {
+            from: from.to_vec(),
+            to: to.to_vec(),
+        }),
+    }
+}
+
+/// The shape of `shape` permuted by `permutation` (output dimension `i` is input dimension
+/// `permutation[i]`).
+///
+/// # Errors
+///
+/// [`ShapeError::Permutation`] when `permutation` is not a permutation of `0..shape.len()`.
+pub fn transpose(shape: &[usize], permutation: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let mut seen = vec![false; shape.len()];
+    let valid = permutation.len() == shape.len()
+        && permutation
+            .iter()
+            .all(|&p| p < shape.len() && !core::mem::replace(&mut seen[p], true));
+    if !valid {
+        return Err(ShapeError::Permutation {
+            shape: shape.to_vec(),
+            permutation: permutation.to_vec(),
+        });
+    }
+    Ok(permutation.iter().map(|&p| shape[p]).collect())
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn a_zero_dimension_makes_any_shape_empty() {
+        assert_eq!(element_count(&[usize::MAX, 0, usize::MAX]), Some(0));
+    }
+
+    #[test]
+    fn the_element_limit_is_the_allocation_limit() {
+        assert_eq!(element_count(&[MAX_ELEMENTS]), Some(MAX_ELEMENTS));
+        assert_eq!(element_count(&[MAX_ELEMENTS + 1]), None);
+        assert_eq!(element_count(&[1 << 31, 1 << 31]), None);
+    }
+
+    #[test]
+    fn an_oversized_matmul_output_is_too_large_before_allocation() {
+        assert_eq!(
+            matmul(&[1 << 31, 0], &[0, 1 << 31]),
+            Err(ShapeError::TooLarge {
+                op: "matmul",
+                shapes: vec![vec![1 << 31, 0], vec![0, 1 << 31]],
+            })
+        );
+    }
+
+    #[test]
+    fn conv_padding_that_overflows_is_too_large() {
+        let err = conv2d(&[1, 1, 4, 4], &[1, 1, 3, 3], None, [1, 1], [usize::MAX, 0]);
+        assert_eq!(
+            err,
+            Err(ShapeError::TooLarge {
+                op: "conv2d",
+                shapes: vec![vec![1, 1, 4, 4], vec![1, 1, 3, 3]],
+            })
+        );
+    }
+
+    #[test]
+    fn conv_padding_that_makes_a_huge_output_is_too_large() {
+        let err = conv2d(
+            &[1, 1, 1, 1],
+            &[1, 1, 1, 1],
+            None,
+            [1, 1],
+            [1 << 30, 1 << 30],
+        );
+        assert!(matches!(
+            err,
+            Err(ShapeError::TooLarge { op: "conv2d", .. })
+        ));
+    }
+
+    #[test]
+    fn messages_start_with_the_op() {
+        let err = elementwise("add", &[2], &[3]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "add: operands [2] and [3] have different shapes"
+        );
+    }
+}
