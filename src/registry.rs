@@ -11,6 +11,8 @@ use core::fmt;
 
 use hashbrown::HashMap;
 
+#[cfg(feature = "std")]
+use crate::sync::thread;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 
 /// An immutable value swapped atomically as a whole; the mechanism both registries share.
@@ -166,7 +168,74 @@ pub struct KernelDispatch<K: ?Sized> {
     kernels: Snapshot<HashMap<String, Arc<K>>>,
     installed: AtomicBool,
     install_lock: Mutex<()>,
+    /// Who is running the installer right now, checked before `install_lock` is taken so that
+    /// a re-entrant call panics instead of waiting on a lock its own thread holds.
+    installer: Installer,
 }
+
+/// The thread running an installer: its id under `std`.
+#[cfg(feature = "std")]
+struct Installer(Mutex<Option<thread::ThreadId>>);
+
+/// Without `std` the crate cannot tell threads apart: it only knows that an installer runs.
+#[cfg(not(feature = "std"))]
+struct Installer(AtomicBool);
+
+impl Installer {
+    fn new() -> Self {
+        #[cfg(feature = "std")]
+        {
+            Self(Mutex::new(None))
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            Self(AtomicBool::new(false))
+        }
+    }
+
+    /// Panics if this call re-enters a running installer (see `ensure_installed`).
+    fn check_not_reentrant(&self) {
+        #[cfg(feature = "std")]
+        let reentrant = *self.0.lock() == Some(thread::current().id());
+        #[cfg(not(feature = "std"))]
+        let reentrant = self.0.load(Ordering::Acquire);
+        if reentrant {
+            panic!("{REENTRANT_INSTALL}");
+        }
+    }
+
+    /// Marks the calling thread as the installer until the guard drops (also on unwind).
+    fn enter(&self) -> InstallerMark<'_> {
+        #[cfg(feature = "std")]
+        {
+            *self.0.lock() = Some(thread::current().id());
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            self.0.store(true, Ordering::Release);
+        }
+        InstallerMark(self)
+    }
+}
+
+struct InstallerMark<'a>(&'a Installer);
+
+impl Drop for InstallerMark<'_> {
+    fn drop(&mut self) {
+        #[cfg(feature = "std")]
+        {
+            *self.0 .0.lock() = None;
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            self.0 .0.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// The message of the panic a re-entrant [`KernelDispatch::ensure_installed`] raises.
+const REENTRANT_INSTALL: &str = "KernelDispatch::ensure_installed was called from inside its own \
+     installer; the installer must register kernels with `register`, not call ensure_installed";
 
 impl<K: ?Sized + Send + Sync> KernelDispatch<K> {
     /// An empty dispatch table.
@@ -175,6 +244,7 @@ impl<K: ?Sized + Send + Sync> KernelDispatch<K> {
             kernels: Snapshot::new(HashMap::new()),
             installed: AtomicBool::new(false),
             install_lock: Mutex::new(()),
+            installer: Installer::new(),
         }
     }
 
@@ -196,14 +266,40 @@ impl<K: ?Sized + Send + Sync> KernelDispatch<K> {
 
     /// Runs `install` exactly once over the dispatch's lifetime, however many threads call
     /// this at once; every caller returns only after the installation has finished.
+    ///
+    /// If `install` panics, nothing counts as installed and the next call runs its installer.
+    ///
+    /// # Panics
+    ///
+    /// When called from inside `install` itself (re-entrantly, before the installation has
+    /// finished), with a message saying so — waiting would never end. With `std`, only a call
+    /// on the installing thread is re-entrant; calls from other threads wait as usual. Without
+    /// `std` the crate cannot tell threads apart, so *any* call that arrives while an installer
+    /// is running panics; install before sharing the dispatch between cores or interrupt
+    /// handlers.
+    ///
+    /// ```
+    /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+    /// use std::panic::{catch_unwind, AssertUnwindSafe};
+    /// use skainet_schedule::registry::KernelDispatch;
+    /// let dispatch: KernelDispatch<u32> = KernelDispatch::new();
+    /// dispatch.ensure_installed(|d| {
+    ///     let inner = catch_unwind(AssertUnwindSafe(|| d.ensure_installed(|_| {})));
+    ///     assert!(inner.is_err());
+    /// });
+    /// assert!(dispatch.is_installed());
+    /// # }
+    /// ```
     pub fn ensure_installed(&self, install: impl FnOnce(&Self)) {
         // Acquire pairs with the Release below: seeing `true` means the installer's
         // registrations are visible.
         if self.installed.load(Ordering::Acquire) {
             return;
         }
+        self.installer.check_not_reentrant();
         let _serial = self.install_lock.lock();
         if !self.installed.load(Ordering::Acquire) {
+            let _mark = self.installer.enter();
             install(self);
             self.installed.store(true, Ordering::Release);
         }
@@ -234,6 +330,11 @@ impl<K: ?Sized> fmt::Debug for KernelDispatch<K> {
 
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
+    // The no_std build's tests still link std: its unwinding is what they observe.
+    #[cfg(not(feature = "std"))]
+    extern crate std;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
     use super::*;
 
     struct P(&'static str, i32);
@@ -275,5 +376,57 @@ mod tests {
         d.register("y", Arc::new(2));
         assert_eq!(before.len(), 1);
         assert_eq!(d.snapshot().len(), 2);
+    }
+
+    /// The message a caught panic carries.
+    fn message(payload: &(dyn core::any::Any + Send)) -> &str {
+        payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("<not a string>")
+    }
+
+    // Under `std` and without it: the re-entrant call is detected before the install lock.
+    #[test]
+    fn a_reentrant_ensure_installed_panics_with_a_message_and_the_outer_install_completes() {
+        let d: KernelDispatch<u32> = KernelDispatch::new();
+        let mut inner = None;
+        d.ensure_installed(|d| {
+            d.register("outer", Arc::new(1));
+            inner = Some(catch_unwind(AssertUnwindSafe(|| {
+                d.ensure_installed(|d| {
+                    d.register("inner", Arc::new(2));
+                })
+            })));
+        });
+        let payload = inner.unwrap().unwrap_err();
+        assert_eq!(
+            message(&*payload),
+            "KernelDispatch::ensure_installed was called from inside its own installer; the \
+             installer must register kernels with `register`, not call ensure_installed"
+        );
+        assert!(d.is_installed());
+        assert_eq!(d.get("outer").as_deref(), Some(&1));
+        assert_eq!(d.get("inner"), None);
+        // Installed: a later call (same thread, no installer running) returns at once.
+        d.ensure_installed(|_| unreachable!("installed already"));
+    }
+
+    #[test]
+    fn an_installer_that_panics_leaves_the_dispatch_uninstalled_and_the_next_call_installs() {
+        let d: KernelDispatch<u32> = KernelDispatch::new();
+        let failed = catch_unwind(AssertUnwindSafe(|| {
+            d.ensure_installed(|d| {
+                d.ensure_installed(|_| {});
+            })
+        }));
+        assert_eq!(message(&*failed.unwrap_err()), REENTRANT_INSTALL);
+        assert!(!d.is_installed());
+        d.ensure_installed(|d| {
+            d.register("k", Arc::new(3));
+        });
+        assert!(d.is_installed());
+        assert_eq!(d.get("k").as_deref(), Some(&3));
     }
 }

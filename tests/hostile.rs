@@ -5,5 +5,7 @@
 //! regression fails instead of stalling CI.
 #![cfg(not(feature = "loom"))]
 
+#[path = "hostile/runtime.rs"]
+mod runtime;
 #[path = "runtime_support/mod.rs"]
 mod support;

@@ -2,9 +2,20 @@
 
 use alloc::string::String;
 use core::fmt;
+use core::num::IntErrorKind;
 
 /// The environment variable that sets the parallelism of [`hardware()`](super::hardware).
 pub const TASK_GROUPS_VAR: &str = "SKAINET_TASK_GROUPS";
+
+/// The largest parallelism a pool may have: [`dedicated()`](super::dedicated) refuses more,
+/// and [`hardware()`](super::hardware) never uses more.
+///
+/// Why 1024: it is 16 times the 64 workers an IREE task executor can manage (the runtime our
+/// `SKAINET_TASK_GROUPS` knob mirrors) and above the hardware thread count of today's largest
+/// two-socket servers (768), so no real machine is held back; yet a pool of this size (1023
+/// threads, about 2 GiB of reserved stack address space) still starts on any 64-bit host,
+/// whereas a typo such as `1000000000000` would otherwise exhaust memory and abort.
+pub const MAX_PARALLELISM: usize = 1024;
 
 /// Why a pool could not be built as asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +25,16 @@ pub enum ScheduleError {
     ZeroParallelism,
     /// `SKAINET_TASK_GROUPS` is set but is not a positive integer.
     InvalidTaskGroups {
+        /// The variable's value, as found (lossily decoded when it was not UTF-8).
+        value: String,
+    },
+    /// A pool larger than [`MAX_PARALLELISM`] was asked for.
+    ParallelismTooLarge {
+        /// The parallelism asked for.
+        requested: usize,
+    },
+    /// `SKAINET_TASK_GROUPS` is a positive integer, but larger than [`MAX_PARALLELISM`].
+    TaskGroupsTooLarge {
         /// The variable's value, as found (lossily decoded when it was not UTF-8).
         value: String,
     },
@@ -36,6 +57,16 @@ impl fmt::Display for ScheduleError {
                 f,
                 "{TASK_GROUPS_VAR} must be a positive integer, got {value:?}"
             ),
+            Self::ParallelismTooLarge { requested } => write!(
+                f,
+                "a pool's parallelism must be at most {MAX_PARALLELISM} (MAX_PARALLELISM), \
+                 got {requested}"
+            ),
+            Self::TaskGroupsTooLarge { value } => write!(
+                f,
+                "{TASK_GROUPS_VAR} must be at most {MAX_PARALLELISM} (MAX_PARALLELISM), \
+                 got {value:?}"
+            ),
             Self::SpawnFailed { thread, reason } => {
                 write!(f, "could not start worker thread {thread}: {reason}")
             }
@@ -45,8 +76,8 @@ impl fmt::Display for ScheduleError {
 
 impl core::error::Error for ScheduleError {}
 
-/// Parses a `SKAINET_TASK_GROUPS` value: a positive decimal integer, surrounding whitespace
-/// allowed.
+/// Parses a `SKAINET_TASK_GROUPS` value: a positive decimal integer no larger than
+/// [`MAX_PARALLELISM`], surrounding whitespace allowed.
 ///
 /// ```
 /// use skainet_schedule::{parse_task_groups, ScheduleError};
@@ -55,14 +86,29 @@ impl core::error::Error for ScheduleError {}
 ///     parse_task_groups("0"),
 ///     Err(ScheduleError::InvalidTaskGroups { value: "0".into() })
 /// );
+/// assert_eq!(
+///     parse_task_groups("5000"),
+///     Err(ScheduleError::TaskGroupsTooLarge { value: "5000".into() })
+/// );
 /// ```
 ///
 /// # Errors
 ///
-/// [`ScheduleError::InvalidTaskGroups`] with the value when it is empty, not a number, or 0.
+/// [`ScheduleError::InvalidTaskGroups`] with the value when it is empty, not a number, or 0;
+/// [`ScheduleError::TaskGroupsTooLarge`] when it is a number above [`MAX_PARALLELISM`] (however
+/// many digits it has).
 pub fn parse_task_groups(value: &str) -> Result<usize, ScheduleError> {
-    match value.trim().parse::<usize>() {
+    let digits = value.trim();
+    match digits.parse::<usize>() {
+        Ok(groups) if groups > MAX_PARALLELISM => Err(ScheduleError::TaskGroupsTooLarge {
+            value: value.into(),
+        }),
         Ok(groups) if groups > 0 => Ok(groups),
+        Err(err) if *err.kind() == IntErrorKind::PosOverflow => {
+            Err(ScheduleError::TaskGroupsTooLarge {
+                value: value.into(),
+            })
+        }
         _ => Err(ScheduleError::InvalidTaskGroups {
             value: value.into(),
         }),

@@ -63,7 +63,7 @@ mod rayon;
 #[cfg(feature = "rayon")]
 pub use self::rayon::RayonSchedule;
 #[cfg(feature = "parallel")]
-pub use error::{parse_task_groups, ScheduleError, TASK_GROUPS_VAR};
+pub use error::{parse_task_groups, ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR};
 #[cfg(feature = "parallel")]
 pub use pool_schedule::{
     dedicated, hardware, hardware_fallback, hardware_parallelism, PoolSchedule,

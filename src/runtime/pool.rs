@@ -3,14 +3,16 @@
 //! A worker never waits for anything but the queue, so every job it takes runs to the end.
 //! A region's helper job may find its region already drained; it then leaves at once.
 
-#[cfg(any(test, feature = "loom"))]
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::ToString;
 use alloc::vec::Vec;
 
-use super::error::ScheduleError;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::error::{ScheduleError, MAX_PARALLELISM};
 use super::region::Region;
 use crate::sync::{
     spin_round, spin_rounds, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
@@ -172,9 +174,20 @@ impl PoolShared {
 
 fn worker_main(shared: Arc<PoolShared>) {
     while let Some(job) = shared.next_job() {
-        job.run();
+        // A region's helper never unwinds; anything else that does must not take the worker
+        // (and every later region's help) down with it.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| job.run())) {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+        }
     }
 }
+
+/// How a pool starts one worker: `(index, builder named for it, the worker's main)`.
+type Spawn<'a> =
+    dyn FnMut(usize, thread::Builder, WorkerMain) -> io::Result<thread::JoinHandle<()>> + 'a;
+
+/// What a worker thread runs.
+pub(crate) type WorkerMain = Box<dyn FnOnce() + Send + 'static>;
 
 /// A pool of `parallelism - 1` worker threads; the caller of a region is the remaining task.
 /// Dropping it shuts the workers down and joins them.
@@ -186,9 +199,25 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// Starts `parallelism - 1` workers named `skainet-schedule-1`, ...
+    ///
+    /// # Errors
+    ///
+    /// `ZeroParallelism` for 0, `ParallelismTooLarge` above [`MAX_PARALLELISM`] (checked before
+    /// anything is allocated or started), `SpawnFailed` when a thread does not start; the
+    /// workers started before it are shut down and joined before this returns.
     pub(crate) fn new(parallelism: usize) -> Result<Self, ScheduleError> {
+        Self::start(parallelism, &mut |_, builder, main| builder.spawn(main))
+    }
+
+    /// [`Pool::new`] with the thread spawning supplied, so that tests can refuse a thread.
+    pub(crate) fn start(parallelism: usize, spawn: &mut Spawn<'_>) -> Result<Self, ScheduleError> {
         if parallelism == 0 {
             return Err(ScheduleError::ZeroParallelism);
+        }
+        if parallelism > MAX_PARALLELISM {
+            return Err(ScheduleError::ParallelismTooLarge {
+                requested: parallelism,
+            });
         }
         let mut pool = Self {
             shared: Arc::new(PoolShared::new()),
@@ -198,12 +227,10 @@ impl Pool {
         for index in 1..parallelism {
             let name = format!("skainet-schedule-{index}");
             let shared = Arc::clone(&pool.shared);
-            match thread::Builder::new()
-                .name(name.clone())
-                .spawn(move || worker_main(shared))
-            {
+            let builder = thread::Builder::new().name(name.clone());
+            match spawn(index, builder, Box::new(move || worker_main(shared))) {
                 Ok(handle) => pool.threads.push(handle),
-                // Dropping `pool` joins the workers that did start.
+                // Dropping `pool` shuts down and joins the workers that did start.
                 Err(err) => {
                     return Err(ScheduleError::SpawnFailed {
                         thread: name,

@@ -6,7 +6,7 @@ use alloc::string::String;
 use core::fmt;
 
 use super::dispatch::{self, Forking};
-use super::error::{parse_task_groups, ScheduleError, TASK_GROUPS_VAR};
+use super::error::{parse_task_groups, ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR};
 use super::pool::Pool;
 use crate::schedule::{Schedule, ScheduleRef};
 use crate::sync::Arc;
@@ -124,23 +124,38 @@ impl Schedule for PoolSchedule {
 /// # Ok::<(), skainet_schedule::ScheduleError>(())
 /// ```
 ///
+/// At most [`MAX_PARALLELISM`] tasks; larger requests are refused before any thread starts:
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::runtime::{self, ScheduleError, MAX_PARALLELISM};
+/// assert_eq!(
+///     runtime::dedicated(MAX_PARALLELISM + 1).unwrap_err(),
+///     ScheduleError::ParallelismTooLarge { requested: MAX_PARALLELISM + 1 }
+/// );
+/// # }
+/// ```
+///
 /// # Errors
 ///
 /// [`ScheduleError::ZeroParallelism`] when `parallelism == 0`;
+/// [`ScheduleError::ParallelismTooLarge`] when `parallelism > MAX_PARALLELISM`;
 /// [`ScheduleError::SpawnFailed`] when the system refuses a thread (the ones already started
-/// are joined before this returns).
+/// are shut down and joined before this returns).
 pub fn dedicated(parallelism: usize) -> Result<PoolSchedule, ScheduleError> {
     let pool = Pool::new(parallelism)?;
     Ok(PoolSchedule::new(pool, format!("dedicated({parallelism})")))
 }
 
 /// The parallelism [`hardware()`] asks for: the value of `SKAINET_TASK_GROUPS` when that is
-/// set, else `std::thread::available_parallelism()` (1 when the platform cannot tell).
+/// set, else `std::thread::available_parallelism()` (1 when the platform cannot tell), capped
+/// at [`MAX_PARALLELISM`].
 ///
 /// # Errors
 ///
 /// [`ScheduleError::InvalidTaskGroups`] when `SKAINET_TASK_GROUPS` is set to anything but a
-/// positive integer (see [`parse_task_groups`]).
+/// positive integer, [`ScheduleError::TaskGroupsTooLarge`] when it is above
+/// [`MAX_PARALLELISM`] (see [`parse_task_groups`]).
 pub fn hardware_parallelism() -> Result<usize, ScheduleError> {
     match std::env::var_os(TASK_GROUPS_VAR) {
         Some(value) => parse_task_groups(&value.to_string_lossy()),
@@ -148,8 +163,12 @@ pub fn hardware_parallelism() -> Result<usize, ScheduleError> {
     }
 }
 
+/// The machine's parallelism, capped: a machine with more hardware threads than
+/// [`MAX_PARALLELISM`] gets a pool of the maximum.
 fn available_parallelism() -> usize {
-    std::thread::available_parallelism().map_or(1, core::num::NonZeroUsize::get)
+    std::thread::available_parallelism()
+        .map_or(1, core::num::NonZeroUsize::get)
+        .min(MAX_PARALLELISM)
 }
 
 /// The process-wide pool, built on first use and never dropped.
@@ -197,10 +216,11 @@ fn hardware_state() -> &'static Hardware {
 /// first use with `N - 1` worker threads that live as long as the process. Every call returns
 /// a handle to the same pool.
 ///
-/// Fallback rule: if `SKAINET_TASK_GROUPS` is invalid, the pool uses
-/// `available_parallelism()` instead, writes one line to stderr, and
-/// [`hardware_fallback()`] returns the error; if threads cannot be started it runs inline
-/// (`hardware(1)`) and reports that the same way.
+/// Fallback rule: if `SKAINET_TASK_GROUPS` is invalid (not a positive integer, or above
+/// [`MAX_PARALLELISM`]), the pool uses `available_parallelism()` (capped at
+/// [`MAX_PARALLELISM`]) instead, writes one line to stderr, and [`hardware_fallback()`]
+/// returns the error; if threads cannot be started it runs inline (`hardware(1)`) and reports
+/// that the same way.
 ///
 /// Under the `loom` feature every call builds a fresh pool (a process-wide one would outlive
 /// the model that created it).
@@ -223,7 +243,7 @@ pub fn hardware() -> PoolSchedule {
     }
 }
 
-/// Why [`hardware()`] is not sized as the environment asked (an invalid
+/// Why [`hardware()`] is not sized as the environment asked (an invalid or too large
 /// `SKAINET_TASK_GROUPS`, or threads that could not start), or `None` when it is. Builds the
 /// pool if it does not exist yet.
 pub fn hardware_fallback() -> Option<ScheduleError> {

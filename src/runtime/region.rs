@@ -9,7 +9,9 @@
 //! A helper job holds a [`TrackedArc`] of the region, so everything it can reach outlives it.
 //! The only borrowed thing is the body, and a helper dereferences it only after a successful
 //! claim; claims are impossible once the queue is empty, and the caller cannot return while a
-//! claimed chunk has not ended (see [`Region::run_claimed`]).
+//! claimed chunk has not ended (see [`Region::run_claimed`]). Chunk bounds come from
+//! [`Chunks::get`], exact for every `n`; a panic anywhere in this machinery still pays every
+//! claimed chunk into the latch, so it can neither hang the caller nor kill a worker.
 
 use alloc::boxed::Box;
 use core::any::Any;
@@ -46,6 +48,10 @@ pub(crate) struct Region {
     /// The first panic's payload.
     panic: Mutex<Option<Payload>>,
     body: ErasedBody,
+    /// A chunk index whose run panics in the machinery, outside the body's `catch_unwind`
+    /// (`usize::MAX`: none), so that tests can check such a panic still releases everyone.
+    #[cfg(all(test, not(feature = "loom")))]
+    machinery_fault: AtomicUsize,
 }
 
 impl Region {
@@ -71,20 +77,23 @@ impl Region {
             latch: CountLatch::new(count),
             panic: Mutex::new(None),
             body: ErasedBody(body),
+            #[cfg(all(test, not(feature = "loom")))]
+            machinery_fault: AtomicUsize::new(usize::MAX),
         });
-        // From here on, whatever happens (even an unwind out of `offer`), this frame is not
-        // left before every claimed chunk has ended: `CallerDrain::drop` waits for it.
-        let mut caller = CallerDrain {
+        // From here on, whatever happens (even an unwind out of `offer` or out of the region
+        // machinery), this frame is not left before every claimed chunk has ended:
+        // `LatchShare::drop` waits for it. Chunk 0 is already claimed, so it is already owed.
+        let mut caller = LatchShare {
             region: &region,
-            ended: 0,
-            owes_first: true,
+            ended: 1,
+            caller: true,
         };
         offer(TrackedArc::clone(&region), count - 1);
         {
             let _mark = RegionMark::enter();
-            caller.owes_first = false;
             caller.ended += region.run_claimed(0);
             while let Some(index) = region.claim() {
+                caller.ended += 1;
                 caller.ended += region.run_claimed(index);
             }
         }
@@ -98,17 +107,30 @@ impl Region {
 
     /// What a helper job does: claims and runs chunks until none are left, then counts them
     /// down. A helper that starts after the queue emptied touches only this (kept alive) state.
+    ///
+    /// Never unwinds: a panic in the machinery itself is recorded like a chunk's (and resumed on
+    /// the caller), and every chunk this helper claimed is still counted down, so neither the
+    /// caller nor the worker that ran the job is lost.
     pub(crate) fn help(&self) {
         if self.is_drained() {
             return;
         }
-        let _mark = RegionMark::enter();
-        let mut ended = 0;
-        while let Some(index) = self.claim() {
-            ended += self.run_claimed(index);
-        }
-        if self.latch.count_down(ended) {
-            self.latch.wake();
+        let mut share = LatchShare {
+            region: self,
+            ended: 0,
+            caller: false,
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let _mark = RegionMark::enter();
+            while let Some(index) = self.claim() {
+                // Owed from the moment of the claim: if running it unwinds, the share's drop
+                // still counts it (by then it is no longer running).
+                share.ended += 1;
+                share.ended += self.run_claimed(index);
+            }
+        }));
+        if let Err(payload) = outcome {
+            share.ended += self.fail(payload);
         }
     }
 
@@ -135,22 +157,31 @@ impl Region {
         count.saturating_sub(before)
     }
 
-    /// Runs claimed chunk `index`, catching a panic; returns how many chunks ended (this one,
-    /// plus the unclaimed ones a panic skipped). Never unwinds.
+    /// Runs claimed chunk `index`, catching a panic (the body's, or one in computing the
+    /// chunk); returns how many unclaimed chunks a panic skipped (the claimed one is counted
+    /// by whoever claimed it).
     fn run_claimed(&self, index: usize) -> usize {
-        let chunk = self.chunks.chunk_len();
-        let start = index * chunk;
-        let end = (start + chunk).min(self.chunks.units());
+        #[cfg(all(test, not(feature = "loom")))]
+        if self.machinery_fault.load(Ordering::Relaxed) == index {
+            std::panic::panic_any(MachineryFault(index));
+        }
         // SAFETY: `index` was claimed by this thread (`next` handed it out, or it is chunk 0
         // and this is the caller). The latch started at `chunks.len()` and opens only after
         // every index has been counted down by the thread that claimed or skipped it; this
-        // thread counts `index` down only after this call returns. The caller stays inside
-        // `Region::run` (in `CallerDrain::drop`) until the latch is open, and the body it
-        // borrowed outlives that frame. So the body is alive for the whole call.
+        // thread counts `index` down only after this call has returned or unwound (its
+        // `LatchShare` is dropped after it). The caller stays inside `Region::run` (in
+        // `LatchShare::drop`) until the latch is open, and the body it borrowed outlives that
+        // frame. So the body is alive for the whole call.
         let body = unsafe { &*self.body.0 };
-        match catch_unwind(AssertUnwindSafe(|| body(start, end))) {
-            Ok(()) => 1,
-            Err(payload) => 1 + self.fail(payload),
+        let run = || {
+            // A claimed index is below `chunks.len()`, so `get` always has the chunk.
+            if let Some(range) = self.chunks.get(index) {
+                body(range.start, range.end);
+            }
+        };
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(()) => 0,
+            Err(payload) => self.fail(payload),
         }
     }
 
@@ -174,25 +205,41 @@ impl Region {
     }
 }
 
-/// The caller's share of the latch; dropping it is the caller's wait.
-struct CallerDrain<'a> {
+/// What one thread owes the latch: the chunks it claimed (run or not) plus the ones its
+/// failures skipped. Dropping it pays the debt — also while unwinding — and, for the caller,
+/// is the wait; a helper that brings the count to zero wakes the caller.
+struct LatchShare<'a> {
     region: &'a Region,
     ended: usize,
-    /// Chunk 0 is claimed at construction; if we unwind before running it, it counts as skipped.
-    owes_first: bool,
+    caller: bool,
 }
 
-impl Drop for CallerDrain<'_> {
+impl Drop for LatchShare<'_> {
     fn drop(&mut self) {
         let region = self.region;
-        if self.owes_first {
-            self.ended += 1;
+        if self.caller {
+            // Normally the queue is empty already; on an unwind this skips what is left so that
+            // the latch can open without any helper.
+            self.ended += region.skip_unclaimed();
+            if !region.latch.count_down(self.ended) {
+                region.latch.wait();
+            }
+        } else if region.latch.count_down(self.ended) {
+            region.latch.wake();
         }
-        // Normally the queue is empty already; on an unwind this skips what is left so that
-        // the latch can open without any helper.
-        self.ended += region.skip_unclaimed();
-        if !region.latch.count_down(self.ended) {
-            region.latch.wait();
-        }
+    }
+}
+
+/// The payload of a panic injected into the region machinery by a test.
+#[cfg(all(test, not(feature = "loom")))]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct MachineryFault(pub(crate) usize);
+
+#[cfg(all(test, not(feature = "loom")))]
+impl Region {
+    /// Makes the run of chunk `index` panic outside the body's `catch_unwind`, on whichever
+    /// thread claimed it.
+    pub(crate) fn inject_machinery_fault(&self, index: usize) {
+        self.machinery_fault.store(index, Ordering::Relaxed);
     }
 }

@@ -164,3 +164,182 @@ fn the_last_handle_dropped_on_a_worker_does_not_join_that_worker() {
     drop(pool);
     was_dropped.recv().unwrap();
 }
+
+/// Runs `f` on its own thread and fails (instead of hanging) if it has not returned in time.
+fn within_seconds<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    result
+        .recv_timeout(std::time::Duration::from_secs(seconds))
+        .expect("did not return in time: the region machinery hung")
+}
+
+/// Runs a region of `n` units over `pool` directly, letting `offer` see the region before its
+/// helpers are queued; returns what the body was called with (sorted) and the panic that
+/// reached the caller, whether `Region::run` returned it or unwound with it.
+fn run_region(
+    pool: &PoolSchedule,
+    n: usize,
+    offer: impl FnOnce(&region::Region),
+) -> (Vec<(usize, usize)>, Option<region::Payload>) {
+    let calls = std::sync::Mutex::new(Vec::new());
+    let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
+    let chunks = Chunks::new(n, 1, pool.parallelism());
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        region::Region::run(chunks, &body, |region, helpers| {
+            offer(&region);
+            pool.pool().shared().offer(region, helpers);
+        })
+    }));
+    let mut calls = calls.into_inner().unwrap();
+    calls.sort_unstable();
+    let payload = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(payload)) | Err(payload) => Some(payload),
+    };
+    (calls, payload)
+}
+
+#[test]
+fn a_machinery_panic_on_the_caller_still_waits_for_claimed_chunks_and_unwinds() {
+    // No helpers run (the pool is inline): the caller runs chunk 0, then the fault hits
+    // chunk 1 outside the body's catch; chunks 2 and 3 are skipped and the panic unwinds.
+    let (calls, outcome) = within_seconds(10, || {
+        let pool = dedicated(1).unwrap();
+        let chunks = Chunks::new(4, 1, 4);
+        let calls = std::sync::Mutex::new(Vec::new());
+        let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            region::Region::run(chunks, &body, |region, helpers| {
+                region.inject_machinery_fault(1);
+                pool.pool().shared().offer(region, helpers);
+            })
+        }));
+        (calls.into_inner().unwrap(), outcome.map(|r| r.is_ok()))
+    });
+    assert_eq!(calls, alloc::vec![(0, 1)]);
+    let payload = outcome.unwrap_err();
+    assert_eq!(
+        payload.downcast_ref::<region::MachineryFault>(),
+        Some(&region::MachineryFault(1))
+    );
+}
+
+#[test]
+fn a_machinery_panic_on_a_helper_is_resumed_on_the_caller_and_the_helper_thread_lives() {
+    // The helper runs to the end inside `offer`, before the caller's first chunk, so it is
+    // the one that claims chunk 1 and hits the fault; it skips chunks 2..4 and returns.
+    let (calls, outcome, helper) = within_seconds(10, || {
+        let chunks = Chunks::new(4, 1, 4);
+        let calls = std::sync::Mutex::new(Vec::new());
+        let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
+        let mut helper = None;
+        let outcome = region::Region::run(chunks, &body, |region, _helpers| {
+            region.inject_machinery_fault(1);
+            helper = Some(std::thread::spawn(move || region.help()).join());
+        });
+        (calls.into_inner().unwrap(), outcome, helper.unwrap())
+    });
+    assert!(helper.is_ok(), "the helper unwound out of `help`");
+    assert_eq!(calls, alloc::vec![(0, 1)]);
+    assert_eq!(
+        outcome
+            .unwrap_err()
+            .downcast_ref::<region::MachineryFault>(),
+        Some(&region::MachineryFault(1))
+    );
+}
+
+#[test]
+fn a_machinery_panic_anywhere_leaves_the_pool_whole() {
+    let pool = dedicated(3).unwrap();
+    for fault in 0..3 {
+        let (calls, outcome) = within_seconds(10, {
+            let pool = pool.clone();
+            move || {
+                let (calls, payload) =
+                    run_region(&pool, 3, |region| region.inject_machinery_fault(fault));
+                let fault =
+                    payload.map(|p| p.downcast_ref::<region::MachineryFault>().map(|f| f.0));
+                (calls, fault)
+            }
+        });
+        // Whoever claimed the faulty chunk (caller or helper), its panic reaches the caller,
+        // and the body never ran for it.
+        assert_eq!(outcome, Some(Some(fault)), "fault at chunk {fault}");
+        assert!(
+            !calls.contains(&(fault, fault + 1)),
+            "fault at chunk {fault}"
+        );
+        // Both workers still take jobs, and a following region covers everything.
+        let (alive, answered) = mpsc::channel();
+        for worker in 0..2 {
+            let alive = alive.clone();
+            on_worker(&pool, move || alive.send(worker).unwrap());
+        }
+        let mut answers: Vec<usize> = (0..2)
+            .map(|_| {
+                answered
+                    .recv_timeout(std::time::Duration::from_secs(10))
+                    .unwrap()
+            })
+            .collect();
+        answers.sort_unstable();
+        assert_eq!(answers, [0, 1]);
+        let (seen, _) = visits(&pool, N, 1);
+        assert_eq!(seen, alloc::vec![1; N]);
+    }
+}
+
+#[test]
+fn a_worker_survives_a_job_that_panics() {
+    let pool = dedicated(2).unwrap();
+    on_worker(&pool, || std::panic::panic_any(3usize));
+    let (ran, done) = mpsc::channel();
+    on_worker(&pool, move || ran.send(()).unwrap());
+    done.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the only worker died with the panicking job");
+}
+
+#[test]
+fn a_refused_thread_is_an_error_naming_it_and_the_started_workers_are_joined() {
+    let running = Arc::new(AtomicUsize::new(0));
+    let result = pool::Pool::start(5, &mut |index, builder, main| {
+        if index == 3 {
+            return Err(std::io::Error::other("no more threads"));
+        }
+        let running = Arc::clone(&running);
+        running.fetch_add(1, Ordering::SeqCst);
+        builder.spawn(move || {
+            main();
+            running.fetch_sub(1, Ordering::SeqCst);
+        })
+    });
+    assert_eq!(
+        result.err(),
+        Some(ScheduleError::SpawnFailed {
+            thread: "skainet-schedule-3".into(),
+            reason: "no more threads".into(),
+        })
+    );
+    // Workers 1 and 2 started; both had exited (been joined) before the error came back.
+    assert_eq!(running.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_pool_above_the_maximum_is_refused_before_any_thread_starts() {
+    let mut spawned = 0;
+    let result = pool::Pool::start(MAX_PARALLELISM + 1, &mut |_, builder, main| {
+        spawned += 1;
+        builder.spawn(main)
+    });
+    assert_eq!(
+        result.err(),
+        Some(ScheduleError::ParallelismTooLarge {
+            requested: MAX_PARALLELISM + 1
+        })
+    );
+    assert_eq!(spawned, 0);
+}

@@ -230,20 +230,34 @@ impl Chunks {
     }
 
     /// Chunk `i`, or `None` when `i >= self.len()`.
-    pub fn get(&self, i: usize) -> Option<Range<usize>> {
+    ///
+    /// Exact for every `n` up to `usize::MAX`: the last chunk ends at `n`, never past it.
+    ///
+    /// ```
+    /// use skainet_schedule::Chunks;
+    /// let chunks = Chunks::new(usize::MAX, 1, 2);
+    /// assert_eq!(chunks.get(1), Some(1 << (usize::BITS - 1)..usize::MAX));
+    /// assert_eq!(chunks.get(2), None);
+    /// ```
+    pub const fn get(&self, i: usize) -> Option<Range<usize>> {
         if i >= self.count {
             return None;
         }
-        let start = i * self.chunk;
-        Some(start..(start + self.chunk).min(self.n))
+        Some(self.bounds(i))
     }
 
     /// The chunks in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Range<usize>> + '_ {
-        (0..self.count).map(move |i| {
-            let start = i * self.chunk;
-            start..(start + self.chunk).min(self.n)
-        })
+        (0..self.count).map(move |i| self.bounds(i))
+    }
+
+    /// Chunk `i` for `i < self.count`. `count = ceil(n / chunk)`, so `i * chunk < n`, and the
+    /// end is formed as `start + min(chunk, n - start)`: neither step can overflow, whatever `n`.
+    const fn bounds(&self, i: usize) -> Range<usize> {
+        let start = i * self.chunk;
+        let rest = self.n - start;
+        let len = if rest < self.chunk { rest } else { self.chunk };
+        start..start + len
     }
 }
 
@@ -429,5 +443,63 @@ mod tests {
         assert!(Chunks::new(0, 1, 8).is_empty());
         assert_eq!(Chunks::new(0, 1, 8).get(0), None);
         assert_eq!(Chunks::new(7, 3, 1).get(0), Some(0..7));
+    }
+
+    const HALF: usize = 1 << (usize::BITS - 1);
+
+    #[test]
+    fn chunks_of_usize_max_over_two_tasks_end_at_usize_max() {
+        let chunks = Chunks::new(usize::MAX, 1, 2);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks.chunk_len(), HALF);
+        assert_eq!(
+            chunks.iter().collect::<Vec<_>>(),
+            vec![0..HALF, HALF..usize::MAX]
+        );
+        assert_eq!(chunks.get(1), Some(HALF..usize::MAX));
+        assert_eq!(chunks.get(2), None);
+    }
+
+    #[test]
+    fn chunks_near_usize_max_cover_exactly_for_every_small_parallelism() {
+        for n in [usize::MAX, usize::MAX - 1, HALF + 1, HALF, HALF - 1] {
+            for parallelism in 1..=9 {
+                let ranges: Vec<Range<usize>> = Chunks::new(n, 1, parallelism).iter().collect();
+                assert_eq!(ranges.len(), parallelism, "n = {n}, p = {parallelism}");
+                assert_eq!(ranges[0].start, 0);
+                assert_eq!(ranges[ranges.len() - 1].end, n);
+                for pair in ranges.windows(2) {
+                    assert_eq!(pair[0].end, pair[1].start, "n = {n}, p = {parallelism}");
+                }
+                assert!(ranges.iter().all(|r| r.start < r.end));
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_of_usize_max_over_three_tasks_are_exact() {
+        // ceil((2^64 - 1) / 3) = (2^64 - 1) / 3 exactly, as 2^64 - 1 is divisible by 3.
+        let third = usize::MAX / 3;
+        assert_eq!(
+            Chunks::new(usize::MAX, 1, 3).iter().collect::<Vec<_>>(),
+            vec![0..third, third..2 * third, 2 * third..usize::MAX]
+        );
+    }
+
+    #[test]
+    fn chunks_with_grains_near_usize_max_are_exact() {
+        assert_eq!(
+            Chunks::new(usize::MAX, usize::MAX, 8)
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![0..usize::MAX]
+        );
+        // ceil((2^64 - 2) / 2^63) = 2 tasks of ceil((2^64 - 2) / 2) = 2^63 - 1 units.
+        assert_eq!(
+            Chunks::new(usize::MAX - 1, HALF, 8)
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![0..HALF - 1, HALF - 1..usize::MAX - 1]
+        );
     }
 }
