@@ -54,6 +54,7 @@
 //! | `parallel` | the threaded schedule: `hardware()`, `dedicated(p)` |
 //! | `rayon`    | `RayonSchedule` over a rayon pool |
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
+//! | `tracing`  | `TracingSink`: trace events as `tracing` events (target `skainet_schedule`) |
 //!
 //! See `features.md` in the repository for targets and dependencies.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -84,6 +85,8 @@ pub use schedule::{
     chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, HintError, Schedule,
     ScheduleExt, ScheduleHint, ScheduleRef, Sequential, SCHEDULE_KEY,
 };
+#[cfg(feature = "tracing")]
+pub use trace::TracingSink;
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
 
 #[cfg(feature = "rayon")]

@@ -6,6 +6,11 @@ use core::time::Duration;
 
 use crate::sync::{Arc, Mutex};
 
+#[cfg(feature = "tracing")]
+mod tracing_sink;
+#[cfg(feature = "tracing")]
+pub use tracing_sink::{TracingSink, TRACING_TARGET};
+
 /// Something a schedule or context reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceEvent {
