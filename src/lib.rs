@@ -54,6 +54,7 @@
 //! | `parallel` | the threaded schedule: `hardware()`, `dedicated(p)` |
 //! | `rayon`    | `RayonSchedule` over a rayon pool |
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
+//! | `tracing`  | `TracingSink`: trace events as `tracing` events (target `skainet_schedule`) |
 //!
 //! See `features.md` in the repository for targets and dependencies.
 //!
@@ -113,6 +114,8 @@ pub use schedule::{
 pub use shape::ShapeError;
 pub use tensor::{Tensor, TensorError};
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
+#[cfg(feature = "tracing")]
+pub use trace::{TracingSink, TRACING_TARGET};
 
 #[cfg(feature = "loom")]
 #[doc(hidden)]
@@ -122,7 +125,7 @@ pub use runtime::RayonSchedule;
 #[cfg(feature = "parallel")]
 pub use runtime::{
     dedicated, hardware, hardware_fallback, hardware_parallelism, parse_task_groups, PoolSchedule,
-    ScheduleError, TASK_GROUPS_VAR,
+    ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR,
 };
 
 /// The traits, for `use skainet_schedule::prelude::*`: their methods then work on every

@@ -281,7 +281,7 @@ impl<K: ?Sized + Send + Sync> KernelDispatch<K> {
     /// ```
     /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
     /// use std::panic::{catch_unwind, AssertUnwindSafe};
-    /// use skainet_schedule::registry::KernelDispatch;
+    /// use skainet_schedule::KernelDispatch;
     /// let dispatch: KernelDispatch<u32> = KernelDispatch::new();
     /// dispatch.ensure_installed(|d| {
     ///     let inner = catch_unwind(AssertUnwindSafe(|| d.ensure_installed(|_| {})));

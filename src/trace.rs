@@ -6,8 +6,14 @@ use core::time::Duration;
 
 use crate::sync::{Arc, Mutex};
 
+#[cfg(feature = "tracing")]
+mod tracing_sink;
+#[cfg(feature = "tracing")]
+pub use tracing_sink::{TracingSink, TRACING_TARGET};
+
 /// Something a schedule or context reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TraceEvent {
     /// A context was asked for a schedule it cannot honour and kept another one.
     ScheduleDowngraded {

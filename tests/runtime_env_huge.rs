@@ -3,8 +3,8 @@
 //! once per process.)
 #![cfg(all(feature = "parallel", not(feature = "loom")))]
 
-use skainet_schedule::runtime::{self, ScheduleError, MAX_PARALLELISM};
 use skainet_schedule::Schedule;
+use skainet_schedule::{ScheduleError, MAX_PARALLELISM};
 
 #[test]
 fn a_huge_task_group_count_is_reported_and_hardware_falls_back() {
@@ -13,12 +13,15 @@ fn a_huge_task_group_count_is_reported_and_hardware_falls_back() {
     let expected = ScheduleError::TaskGroupsTooLarge {
         value: "1000000000000".into(),
     };
-    assert_eq!(runtime::hardware_parallelism(), Err(expected.clone()));
+    assert_eq!(
+        skainet_schedule::hardware_parallelism(),
+        Err(expected.clone())
+    );
     let available = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_PARALLELISM);
-    let pool = runtime::hardware();
+    let pool = skainet_schedule::hardware();
     assert_eq!(pool.parallelism(), available);
     assert_eq!(pool.name(), format!("hardware({available})"));
-    assert_eq!(runtime::hardware_fallback(), Some(expected));
+    assert_eq!(skainet_schedule::hardware_fallback(), Some(expected));
 }

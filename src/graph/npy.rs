@@ -24,6 +24,7 @@ const MAGIC: &[u8] = b"\x93NUMPY";
 
 /// Why bytes are not an f32 `.npy` array this module reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NpyError {
     /// The file does not start with `\x93NUMPY`.
     BadMagic,

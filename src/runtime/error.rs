@@ -19,6 +19,7 @@ pub const MAX_PARALLELISM: usize = 1024;
 
 /// Why a pool could not be built as asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScheduleError {
     /// A pool of parallelism 0 was asked for; the caller is always one of the tasks, so the
     /// smallest pool is `dedicated(1)` (no threads, everything inline).

@@ -128,9 +128,9 @@ impl Schedule for PoolSchedule {
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
-/// use skainet_schedule::runtime::{self, ScheduleError, MAX_PARALLELISM};
+/// use skainet_schedule::{ScheduleError, MAX_PARALLELISM};
 /// assert_eq!(
-///     runtime::dedicated(MAX_PARALLELISM + 1).unwrap_err(),
+///     skainet_schedule::dedicated(MAX_PARALLELISM + 1).unwrap_err(),
 ///     ScheduleError::ParallelismTooLarge { requested: MAX_PARALLELISM + 1 }
 /// );
 /// # }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use skainet_schedule::registry::KernelDispatch;
+use skainet_schedule::KernelDispatch;
 use skainet_schedule::{Chunks, Schedule, ScheduleExt, Sequential};
 
 use super::support::{visit, watchdog};
@@ -103,7 +103,7 @@ fn try_for_range_covers_usize_max_exactly() {
 fn threaded_if_built() -> Box<dyn Schedule> {
     #[cfg(feature = "parallel")]
     {
-        Box::new(skainet_schedule::runtime::dedicated(3).unwrap())
+        Box::new(skainet_schedule::dedicated(3).unwrap())
     }
     #[cfg(not(feature = "parallel"))]
     {
@@ -114,25 +114,25 @@ fn threaded_if_built() -> Box<dyn Schedule> {
 #[cfg(feature = "parallel")]
 mod pool {
     use super::*;
-    use skainet_schedule::runtime::{self, ScheduleError, MAX_PARALLELISM};
+    use skainet_schedule::{ScheduleError, MAX_PARALLELISM};
 
     #[test]
     fn hardware_covers_huge_n_exactly_and_stays_whole() {
         let _dog = watchdog("hardware huge n", Duration::from_secs(30));
-        assert_huge_regions_cover_exactly(&runtime::hardware());
+        assert_huge_regions_cover_exactly(&skainet_schedule::hardware());
     }
 
     #[test]
     fn dedicated_one_to_four_cover_huge_n_exactly_and_stay_whole() {
         let _dog = watchdog("dedicated huge n", Duration::from_secs(30));
         for parallelism in 1..=4 {
-            assert_huge_regions_cover_exactly(&runtime::dedicated(parallelism).unwrap());
+            assert_huge_regions_cover_exactly(&skainet_schedule::dedicated(parallelism).unwrap());
         }
     }
 
     #[test]
     fn dedicated_usize_max_is_an_error_naming_the_value_and_the_maximum() {
-        let err = runtime::dedicated(usize::MAX).unwrap_err();
+        let err = skainet_schedule::dedicated(usize::MAX).unwrap_err();
         assert_eq!(
             err,
             ScheduleError::ParallelismTooLarge {
@@ -150,7 +150,7 @@ mod pool {
 
     #[test]
     fn dedicated_two_to_the_forty_is_an_error_naming_the_value_and_the_maximum() {
-        let err = runtime::dedicated(1 << 40).unwrap_err();
+        let err = skainet_schedule::dedicated(1 << 40).unwrap_err();
         assert_eq!(
             err.to_string(),
             "a pool's parallelism must be at most 1024 (MAX_PARALLELISM), got 1099511627776"
@@ -160,7 +160,7 @@ mod pool {
     #[test]
     fn dedicated_one_above_the_maximum_is_an_error() {
         assert_eq!(MAX_PARALLELISM, 1024);
-        let err = runtime::dedicated(MAX_PARALLELISM + 1).unwrap_err();
+        let err = skainet_schedule::dedicated(MAX_PARALLELISM + 1).unwrap_err();
         assert_eq!(
             err.to_string(),
             "a pool's parallelism must be at most 1024 (MAX_PARALLELISM), got 1025"
@@ -169,7 +169,7 @@ mod pool {
 
     #[test]
     fn dedicated_below_the_maximum_still_builds() {
-        let pool = runtime::dedicated(4).unwrap();
+        let pool = skainet_schedule::dedicated(4).unwrap();
         assert_eq!((pool.name(), pool.parallelism()), ("dedicated(4)", 4));
     }
 
@@ -181,7 +181,7 @@ mod pool {
             "18446744073709551615",
             "99999999999999999999999",
         ] {
-            let err = runtime::parse_task_groups(value).unwrap_err();
+            let err = skainet_schedule::parse_task_groups(value).unwrap_err();
             assert_eq!(
                 err,
                 ScheduleError::TaskGroupsTooLarge {
@@ -199,14 +199,14 @@ mod pool {
 
     #[test]
     fn task_groups_at_the_maximum_are_accepted() {
-        assert_eq!(runtime::parse_task_groups("1024"), Ok(1024));
+        assert_eq!(skainet_schedule::parse_task_groups("1024"), Ok(1024));
     }
 }
 
 #[cfg(feature = "rayon")]
 mod rayon_adapter {
     use super::*;
-    use skainet_schedule::runtime::RayonSchedule;
+    use skainet_schedule::RayonSchedule;
 
     #[test]
     fn rayon_covers_huge_n_exactly_and_stays_whole() {
