@@ -1,6 +1,6 @@
-//! The seed's attention grid: heads {8, 32} × Sk {128, 1024, 4096} × Sq {1, 64}, b = 1, hd = 64,
+//! The attention grid of the original proposal: heads {8, 32} × Sk {128, 1024, 4096} × Sq {1, 64}, b = 1, hd = 64,
 //! causal — the fast kernel under `Sequential`, `hardware()` (feature `parallel`) and
-//! `RayonSchedule` (feature `rayon`), against a plain scalar kernel in the seed's loop order.
+//! `RayonSchedule` (feature `rayon`), against a plain scalar kernel in the proposal's loop order.
 //!
 //! `cargo bench --features parallel,rayon --bench sdpa_schedule [-- FILTER]`; ids read
 //! `sdpa/h{heads}_sk{Sk}_sq{Sq}/{scalar,sequential,hardware,rayon}`.
@@ -18,7 +18,7 @@ use common::{schedules, tensor};
 
 const HD: usize = 64;
 
-/// The baseline: the seed's scalar loop, one element at a time — `q·k` dot products, a softmax
+/// The baseline: the proposal's scalar loop, one element at a time — `q·k` dot products, a softmax
 /// with libm's `expf`, then each output element as a sum over the keys.
 fn scalar_sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool) -> Vec<f32> {
     let [b, heads, sq, hd] = *q.shape() else {
