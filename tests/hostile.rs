@@ -5,6 +5,8 @@
 //! regression fails instead of stalling CI.
 #![cfg(not(feature = "loom"))]
 
+#[path = "hostile/npy.rs"]
+mod npy;
 #[path = "runtime_support/mod.rs"]
 #[allow(dead_code)]
 mod support;
