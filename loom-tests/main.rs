@@ -5,11 +5,13 @@
 //! very code the library ships. Run:
 //!
 //! ```text
-//! LOOM_MAX_PREEMPTIONS=2 cargo test --release --features loom --test loom
+//! LOOM_MAX_PREEMPTIONS=2 cargo test --release --features loom --target-dir target/loom
 //! ```
 //!
 //! (Without `LOOM_MAX_PREEMPTIONS` the models use a bound of 3.) Each model stays within
-//! loom's thread limit: the test thread plus at most two workers.
+//! loom's thread limit: the test thread plus at most two workers. The latch's orderings are
+//! checked by a smaller model of the latch alone in `src/runtime/latch.rs`, which the same
+//! command runs; `features.md` lists the mutations each model catches.
 #![cfg(feature = "loom")]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -19,7 +21,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use skainet_schedule::model_hooks;
+use skainet_schedule::{model_hooks, PoolSchedule};
 use skainet_schedule::{Schedule, ScheduleExt};
 
 /// Runs `f` under loom with a preemption bound (the env's `LOOM_MAX_PREEMPTIONS`, else 3).
@@ -29,6 +31,39 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
         builder.preemption_bound = Some(3);
     }
     builder.check(f);
+}
+
+/// A model's pool: shut down and joined when the model ends normally, leaked when it unwinds
+/// from a failed assertion. Loom runs every model thread on one OS thread, so while one of them
+/// unwinds, a lock another one releases is poisoned, and the shutdown's next lock would panic
+/// inside the unwind — aborting the test binary and hiding every other model's result. A
+/// failed model's execution is abandoned anyway, so leaking its pool loses nothing.
+struct ModelPool(Option<PoolSchedule>);
+
+impl ModelPool {
+    fn dedicated(parallelism: usize) -> Self {
+        Self(Some(skainet_schedule::dedicated(parallelism).unwrap()))
+    }
+
+    fn share(&self) -> Self {
+        Self(Some(PoolSchedule::clone(self)))
+    }
+}
+
+impl std::ops::Deref for ModelPool {
+    type Target = PoolSchedule;
+
+    fn deref(&self) -> &PoolSchedule {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for ModelPool {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            std::mem::forget(self.0.take());
+        }
+    }
 }
 
 /// The payload of the model's deliberate panics; kept out of the output.
@@ -51,7 +86,7 @@ fn quiet_deliberate_panics() {
 #[test]
 fn helper_writes_happen_before_the_region_returns() {
     model(|| {
-        let pool = skainet_schedule::dedicated(2).unwrap();
+        let pool = ModelPool::dedicated(2);
         let cells = [UnsafeCell::new(0usize), UnsafeCell::new(0usize)];
         struct Cells<'a>(&'a [UnsafeCell<usize>; 2]);
         // SAFETY: chunk `i` is the only writer of cell `i` during the region (loom checks it).
@@ -76,7 +111,7 @@ fn helper_writes_happen_before_the_region_returns() {
 fn a_panic_skips_unclaimed_chunks_and_waits_for_claimed_ones() {
     quiet_deliberate_panics();
     model(|| {
-        let pool = skainet_schedule::dedicated(3).unwrap();
+        let pool = ModelPool::dedicated(3);
         let started: [AtomicBool; 3] = Default::default();
         let finished: [AtomicBool; 3] = Default::default();
         let on_caller: [AtomicBool; 3] = Default::default();
@@ -115,7 +150,7 @@ fn a_panic_skips_unclaimed_chunks_and_waits_for_claimed_ones() {
 #[test]
 fn an_err_is_returned_after_claimed_chunks_finished() {
     model(|| {
-        let pool = skainet_schedule::dedicated(2).unwrap();
+        let pool = ModelPool::dedicated(2);
         let started: [AtomicBool; 2] = Default::default();
         let finished: [AtomicBool; 2] = Default::default();
         let result = pool.try_for_range(2, 1, &|start, _| {
@@ -138,7 +173,7 @@ fn an_err_is_returned_after_claimed_chunks_finished() {
 #[test]
 fn a_nested_region_runs_inline() {
     model(|| {
-        let pool = skainet_schedule::dedicated(2).unwrap();
+        let pool = ModelPool::dedicated(2);
         let inner_calls = AtomicUsize::new(0);
         pool.for_range(2, 1, &|_, _| {
             let outer = thread::current().id();
@@ -157,10 +192,10 @@ fn a_nested_region_runs_inline() {
 #[test]
 fn both_workers_opening_regions_on_their_own_pool_finish() {
     model(|| {
-        let pool = skainet_schedule::dedicated(3).unwrap();
+        let pool = ModelPool::dedicated(3);
         let done = Arc::new(AtomicUsize::new(0));
         for _ in 0..2 {
-            let mine = pool.clone();
+            let mine = pool.share();
             let done = Arc::clone(&done);
             model_hooks::run_on_worker(&pool, move || {
                 let visited = AtomicUsize::new(0);
@@ -186,7 +221,7 @@ fn both_workers_opening_regions_on_their_own_pool_finish() {
 #[test]
 fn a_helper_held_until_the_region_returned_touches_nothing_freed() {
     model(|| {
-        let pool = skainet_schedule::dedicated(2).unwrap();
+        let pool = ModelPool::dedicated(2);
         let returned = Arc::new(AtomicBool::new(false));
         {
             let returned = Arc::clone(&returned);
@@ -216,7 +251,7 @@ fn a_helper_held_until_the_region_returned_touches_nothing_freed() {
 #[test]
 fn a_late_helper_touches_nothing_freed() {
     model(|| {
-        let pool = skainet_schedule::dedicated(2).unwrap();
+        let pool = ModelPool::dedicated(2);
         let returned = AtomicBool::new(false);
         // The body outlives the pool (and so every helper), so that a late call would be
         // caught by the flag rather than be undefined behaviour.

@@ -5,6 +5,8 @@
 //! regression fails instead of stalling CI.
 #![cfg(not(feature = "loom"))]
 
+#[path = "hostile/npy.rs"]
+mod npy;
 #[path = "hostile/runtime.rs"]
 mod runtime;
 #[path = "runtime_support/mod.rs"]

@@ -54,7 +54,7 @@ pub enum IreeError {
         /// What it wrote to stderr.
         stderr: String,
     },
-    /// An output file was not a `.npy` this crate reads.
+    /// An output file was not a `.npy` this crate reads, or an input has no `.npy` form.
     Npy {
         /// The file.
         path: PathBuf,
@@ -197,9 +197,14 @@ impl IreeTools {
 ///
 /// # Errors
 ///
+/// [`IreeError::Npy`] when the tensor has no `.npy` form (a header over 4 GiB);
 /// [`IreeError::Io`].
 pub fn write_npy(path: &Path, tensor: &Tensor) -> Result<(), IreeError> {
-    std::fs::write(path, npy::to_bytes(tensor)).map_err(|error| IreeError::Io {
+    let bytes = npy::try_to_bytes(tensor).map_err(|error| IreeError::Npy {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    std::fs::write(path, bytes).map_err(|error| IreeError::Io {
         what: format!("writing {}", path.display()),
         error,
     })

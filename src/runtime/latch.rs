@@ -67,3 +67,67 @@ impl CountLatch {
         *sleeping = false;
     }
 }
+
+/// Model checking of the latch alone. The region models reach the latch only through the
+/// region's own bookkeeping, which spends loom's preemption budget before the latch's
+/// orderings matter; here two chunks' writes meet the caller's read with nothing else around,
+/// so a weakened ordering in `count_down` or `is_open` shows up as a data race on a non-atomic
+/// cell at `LOOM_MAX_PREEMPTIONS=2`.
+#[cfg(all(test, feature = "loom"))]
+mod loom_models {
+    use super::CountLatch;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// The latch and one non-atomic cell per helper, written before its `count_down`.
+    struct Shared {
+        latch: CountLatch,
+        cells: [UnsafeCell<usize>; 2],
+    }
+
+    // SAFETY: helper `i` is the only writer of `cells[i]`, and the caller reads the cells only
+    // after the latch opened; loom checks every access for that happens-before edge.
+    unsafe impl Sync for Shared {}
+
+    /// Runs `f` under loom with the env's `LOOM_MAX_PREEMPTIONS`, else a bound of 3.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(f);
+    }
+
+    /// The region's protocol on the latch alone: two helpers write, count down and wake; the
+    /// caller counts its own chunk down and, unless that opened the latch, waits. Its reads
+    /// must see both writes (and the wait must end: a lost wake-up is a loom deadlock).
+    #[test]
+    fn writes_before_count_down_happen_before_the_caller_reads() {
+        model(|| {
+            let shared = Arc::new(Shared {
+                latch: CountLatch::new(3),
+                cells: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            let helpers: [_; 2] = core::array::from_fn(|i| {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || {
+                    // SAFETY: this helper is the only writer of cell `i` (see `Shared`).
+                    shared.cells[i].with_mut(|p| unsafe { *p = i + 1 });
+                    if shared.latch.count_down(1) {
+                        shared.latch.wake();
+                    }
+                })
+            });
+            if !shared.latch.count_down(1) {
+                shared.latch.wait();
+            }
+            // SAFETY: the latch is open, so both helpers' writes are done (what this checks).
+            let seen = shared.cells.each_ref().map(|c| c.with(|p| unsafe { *p }));
+            assert_eq!(seen, [1, 2]);
+            for helper in helpers {
+                helper.join().unwrap();
+            }
+        });
+    }
+}
