@@ -15,6 +15,11 @@
 //!   broadcast onto them, the causal mask is bottom-right aligned (query `i` sees key
 //!   `j <= i + Sk - Sq`, built with `iota`/`compare`/`select`), and a row whose scores are all
 //!   `-inf` yields zeros: its max is replaced by 0 before the `exp` and its zero sum by 1.
+//!   NaN follows the eager rule for `q`, `k`, the mask and `scale`: `stablehlo.maximum`
+//!   propagates NaN, so a NaN score is never taken for a fully masked row and its whole row
+//!   is NaN. NaN in `v` differs in two places, where the eager kernel never reads `v`: a key
+//!   hidden by causality and a fully masked row still meet `v` in the second `dot_general`
+//!   with weight `0`, and `0 · NaN` is NaN there, zeros (or the visible keys' result) eagerly.
 //! * `matmul`: one `stablehlo.dot_general` contracting the last dim of `a` with dim 0 of `b`.
 //! * `conv2d`: `stablehlo.convolution` with `[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`, plus a
 //!   broadcast `add` of the bias.

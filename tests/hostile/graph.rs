@@ -1,0 +1,2 @@
+//! The graph builder against foreign handles, hint names that are not identifiers and
+//! shapes no tensor can have.
