@@ -177,3 +177,163 @@ fn the_too_large_message_names_the_input_and_its_shape() {
         )
     );
 }
+
+#[allow(dead_code)] // the example's `main`, unused here
+#[path = "../../examples/export.rs"]
+mod export;
+
+/// The `export` example's command line, run in-process (the example file is included as a
+/// module: `cargo test --test hostile` builds no example binary to run).
+mod export_cli {
+    use super::export::{cli, Exit, MAX_VALUES};
+
+    fn run(args: &[&str]) -> (Result<(), Exit>, String) {
+        let mut stdout = Vec::new();
+        let result = cli(args.iter().map(|a| a.to_string()), &mut stdout);
+        (result, String::from_utf8(stdout).unwrap())
+    }
+
+    fn bad(args: &[&str]) -> String {
+        match run(args) {
+            (Err(Exit { code: 2, message }), out) => {
+                assert_eq!(out, "", "nothing printed on a bad argument");
+                assert!(!message.contains('\n'), "one line: {message:?}");
+                message
+            }
+            other => panic!("{args:?}: expected exit 2, got {other:?}"),
+        }
+    }
+
+    /// A fresh directory under the system's temp dir, removed when dropped.
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("skainet-export-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            Self(dir)
+        }
+
+        fn arg(&self) -> &str {
+            self.0.to_str().unwrap()
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn an_empty_out_directory_is_a_bad_argument() {
+        assert_eq!(
+            bad(&["--out", ""]),
+            "--out: the directory must not be empty"
+        );
+    }
+
+    #[test]
+    fn sizes_whose_product_overflows_are_a_bad_argument() {
+        let max = usize::MAX.to_string();
+        let message = bad(&["--heads", &max, "--kv-heads", "1", "--out", "unused"]);
+        assert_eq!(
+            message,
+            format!(
+                "q [1, {max}, 5, 16] has more than {MAX_VALUES} values, the most this example writes"
+            )
+        );
+    }
+
+    #[test]
+    fn sizes_too_large_to_allocate_are_refused_before_allocating() {
+        let message = bad(&[
+            "--heads",
+            "8",
+            "--kv-heads",
+            "8",
+            "--seq-q",
+            "65536",
+            "--seq-k",
+            "65536",
+            "--head-dim",
+            "1024",
+            "--out",
+            "unused",
+        ]);
+        assert_eq!(
+            message,
+            format!(
+                "q [1, 8, 65536, 1024] has more than {MAX_VALUES} values, the most this example writes"
+            )
+        );
+    }
+
+    #[test]
+    fn heads_that_kv_heads_do_not_divide_are_a_bad_argument() {
+        let message = bad(&["--heads", "8", "--kv-heads", "3", "--out", "unused"]);
+        assert!(message.starts_with("node \"attn\": sdpa: "), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_flag_a_missing_value_and_a_non_number_are_bad_arguments() {
+        assert_eq!(
+            bad(&["--bogus"]),
+            "unknown argument \"--bogus\" (see --help)"
+        );
+        assert_eq!(bad(&["--heads"]), "--heads needs a value (see --help)");
+        assert_eq!(
+            bad(&["--heads", "-1"]),
+            "--heads: \"-1\" is not a number (see --help)"
+        );
+        assert_eq!(bad(&["--causal"]), "--out is required (see --help)");
+    }
+
+    #[test]
+    fn an_out_path_that_is_a_file_is_a_failure_with_one_line() {
+        let dir = TempDir::new("file");
+        std::fs::write(&dir.0, b"not a directory").unwrap();
+        let (result, out) = run(&["--out", dir.arg()]);
+        let Err(Exit { code: 1, message }) = result else {
+            panic!("expected exit 1, got {result:?}");
+        };
+        assert!(
+            message.starts_with(&format!("cannot create {}: ", dir.arg())),
+            "{message}"
+        );
+        assert!(!message.contains('\n'));
+        assert_eq!(out, "");
+        std::fs::remove_file(&dir.0).unwrap();
+    }
+
+    #[test]
+    fn a_good_export_writes_its_files_and_prints_their_paths() {
+        let dir = TempDir::new("good");
+        let (result, out) = run(&["--causal", "--mask", "--out", dir.arg()]);
+        assert_eq!(result, Ok(()));
+        let d = dir.arg();
+        let first = out.lines().next().unwrap();
+        assert_eq!(
+            first,
+            format!("wrote {d}/model.mlir, the inputs and {d}/expected.npy; check with:")
+        );
+        for file in [
+            "model.mlir",
+            "q.npy",
+            "k.npy",
+            "v.npy",
+            "mask.npy",
+            "expected.npy",
+        ] {
+            assert!(dir.0.join(file).is_file(), "{file}");
+        }
+    }
+
+    #[test]
+    fn help_prints_the_usage_and_succeeds() {
+        let (result, out) = run(&["--help"]);
+        assert_eq!(result, Ok(()));
+        assert!(out.starts_with("usage: export --heads H"), "{out}");
+    }
+}
