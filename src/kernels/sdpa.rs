@@ -125,6 +125,10 @@ pub fn scaled_dot_product_attention_with(
     let mask = mask.map(|m| MaskRows::new(m, &dims));
     let group = dims.group();
     let mut out = Tensor::zeros(dims.output_shape())?;
+    if out.is_empty() {
+        // Nothing to compute, and a unit's `sq * hd` may overflow when `b · H` is what is zero.
+        return Ok(out);
+    }
     // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
     let total = [dims.batch, heads, sq, sk, hd]
         .iter()

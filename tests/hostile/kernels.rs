@@ -180,3 +180,22 @@ fn sdpa_nan_query_row_under_a_full_mask_is_nan_not_zeros() {
     want[1] = Row::Nan;
     assert_eq!(rows(&x), want);
 }
+
+#[test]
+fn sdpa_with_no_units_and_a_head_size_that_overflows_is_an_empty_result() {
+    // b = 0, so the output is empty, but one unit's `Sq · hd` is 2 · usize::MAX.
+    let empty = |shape: Vec<usize>| Tensor::new(shape, Vec::new()).unwrap();
+    let q = empty(vec![0, 1, 2, usize::MAX]);
+    let kv = empty(vec![0, 1, 0, usize::MAX]);
+    let out = skainet_schedule::scaled_dot_product_attention(
+        &q,
+        &kv,
+        &kv,
+        None,
+        &SdpaOptions::default(),
+        &Sequential,
+    )
+    .unwrap();
+    assert_eq!(out.shape(), [0, 1, 2, usize::MAX]);
+    assert!(out.is_empty());
+}
