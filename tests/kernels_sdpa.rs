@@ -216,6 +216,41 @@ fn nan_in_a_value_reaches_its_element_of_every_row_that_weighs_that_key() {
 }
 
 #[test]
+fn nan_results_have_the_same_bits_under_every_schedule() {
+    // NaN in a query row, a key, a mask entry of an otherwise hidden row, and a value.
+    let (sq, sk, hd) = (6, 9, 11);
+    let mut q = uniform(&[2, 4, sq, hd], 1);
+    let mut k = uniform(&[2, 2, sk, hd], 2);
+    let mut v = uniform(&[2, 2, sk, hd], 3);
+    q.data_mut()[(4 + 1) * sq * hd + 3 * hd] = f32::NAN;
+    k.data_mut()[5 * hd + 2] = f32::NAN;
+    v.data_mut()[(2 * sk + 7) * hd + 4] = f32::NAN;
+    let mask = Tensor::from_fn(vec![sq, sk], |at| match (at / sk, at % sk) {
+        (2, 6) => f32::NAN,
+        (2, _) => f32::NEG_INFINITY,
+        _ => 0.0,
+    })
+    .unwrap();
+    let options = opts(true, Some(0.4));
+    let want = sdpa(&q, &k, &v, Some(&mask), &options, &Sequential).unwrap();
+    assert!(want.data().iter().any(|x| x.is_nan()));
+    assert!(want.data().iter().any(|x| x.is_finite()));
+    for schedule in all_schedules() {
+        let got = scaled_dot_product_attention_with(
+            &forking(),
+            &q,
+            &k,
+            &v,
+            Some(&mask),
+            &options,
+            &*schedule,
+        )
+        .unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "{}", schedule.name());
+    }
+}
+
+#[test]
 fn no_keys_give_zeros() {
     let q = uniform(&[1, 2, 3, 4], 1);
     let k = Tensor::zeros(vec![1, 2, 0, 4]).unwrap();
