@@ -569,13 +569,18 @@ pub fn conv2d(
             padding,
         });
     }
+    // `+ 1` overflows only for an empty kernel over a padded size of usize::MAX.
+    let out = |padded: usize, k: usize, s: usize| ((padded - k) / s).checked_add(1);
+    let (Some(oh), Some(ow)) = (out(ph, kh, stride[0]), out(pw, kw, stride[1])) else {
+        return Err(too_large(OP, &operands));
+    };
     let dims = Conv2dDims {
         batch: n,
         in_channels: c,
         in_hw: [h, w],
         out_channels: o,
         kernel_hw: [kh, kw],
-        out_hw: [(ph - kh) / stride[0] + 1, (pw - kw) / stride[1] + 1],
+        out_hw: [oh, ow],
     };
     fits(OP, &operands, &dims.output_shape())?;
     Ok(dims)
@@ -684,6 +689,15 @@ mod tests {
             [1, 1],
             [1 << 30, 1 << 30],
         );
+        assert!(matches!(
+            err,
+            Err(ShapeError::TooLarge { op: "conv2d", .. })
+        ));
+    }
+
+    #[test]
+    fn an_empty_kernel_over_a_maximal_padded_size_is_too_large() {
+        let err = conv2d(&[0, 1, usize::MAX, 1], &[1, 1, 0, 1], None, [1, 1], [0, 0]);
         assert!(matches!(
             err,
             Err(ShapeError::TooLarge { op: "conv2d", .. })

@@ -20,6 +20,21 @@ pub(crate) use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(feature = "loom")]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// A process-wide counter handing out ids. It orders nothing between tasks, so it is core's
+/// atomic under every build: loom's atomics cannot be `static` and work only inside a model.
+pub(crate) struct IdCounter(core::sync::atomic::AtomicUsize);
+
+impl IdCounter {
+    pub(crate) const fn new() -> Self {
+        Self(core::sync::atomic::AtomicUsize::new(0))
+    }
+
+    /// The next id: distinct from every other this counter gave.
+    pub(crate) fn next(&self) -> usize {
+        self.0.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// A mutex whose `lock` never reports poisoning: a panic inside a critical section of this
 /// crate leaves the data consistent (every critical section is a swap or a push), so the
 /// next user may proceed.

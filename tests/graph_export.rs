@@ -223,6 +223,22 @@ fn fully_masked_rows_are_guarded_against_nan() {
 }
 
 #[test]
+fn fully_masked_rows_are_selected_to_zeros_after_the_values() {
+    let mlir = stablehlo::export(&gqa_graph(None, SdpaOptions::default(), Some(vec![5, 9])));
+    let select = mlir
+        .lines()
+        .find(|l| l.contains("stablehlo.select") && l.contains("tensor<1x2x4x5x16xf32>"))
+        .expect("a select over the output rows");
+    assert!(
+        select.ends_with(
+            ": (tensor<1x2x4x5x16xi1>, tensor<1x2x4x5x16xf32>, tensor<1x2x4x5x16xf32>) -> tensor<1x2x4x5x16xf32>"
+        ),
+        "{select}"
+    );
+    assert!(mlir.contains("stablehlo.constant dense<0x00000000> : tensor<1x2x4x5x16xf32>"));
+}
+
+#[test]
 fn the_body_never_states_a_core_count() {
     let hint = ScheduleHint::new(["heads"], Some(8)).unwrap();
     let mut g = gqa_graph(Some(hint), SdpaOptions::default(), None);

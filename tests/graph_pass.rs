@@ -62,14 +62,14 @@ fn dim_names_are_normalised_to_the_canonical_ones() {
 }
 
 #[test]
-fn conv_accepts_out_channels_in_any_spelling() {
+fn conv_accepts_out_channels_in_any_case() {
     let mut b = GraphBuilder::new();
     let x = b.input("x", [1, 2, 4, 4]).unwrap();
     let w = b.input("w", [3, 2, 3, 3]).unwrap();
     let c = b
         .conv2d(x, w, None, Conv2dOptions::default())
         .id("conv")
-        .schedule(hint(&["Out-Channels", "batch"]))
+        .schedule(hint(&["Out_Channels", "batch"]))
         .finish()
         .unwrap();
     b.output(c).unwrap();

@@ -5,6 +5,10 @@
 //! regression fails instead of stalling CI.
 #![cfg(not(feature = "loom"))]
 
+#[path = "hostile/graph.rs"]
+mod graph;
+#[path = "hostile/kernels.rs"]
+mod kernels;
 #[path = "hostile/npy.rs"]
 mod npy;
 #[path = "hostile/runtime.rs"]

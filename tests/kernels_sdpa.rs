@@ -194,6 +194,63 @@ fn fully_masked_rows_are_zeros() {
 }
 
 #[test]
+fn nan_in_a_value_reaches_its_element_of_every_row_that_weighs_that_key() {
+    // Causal, 4 queries over 6 keys: row i sees keys j <= i + 2. Value row 4 is NaN, the mask
+    // gives key 4 weight 0 in row 2 and hides every key of row 3.
+    let (sq, sk, hd) = (4, 6, 8);
+    let q = uniform(&[1, 1, sq, hd], 1);
+    let k = uniform(&[1, 1, sk, hd], 2);
+    let mut v = uniform(&[1, 1, sk, hd], 3);
+    v.data_mut()[4 * hd + 3] = f32::NAN;
+    let mask = Tensor::from_fn(vec![sq, sk], |at| match (at / sk, at % sk) {
+        (2, 4) | (3, _) => f32::NEG_INFINITY,
+        _ => 0.0,
+    })
+    .unwrap();
+    let out = sdpa(&q, &k, &v, Some(&mask), &opts(true, None), &Sequential).unwrap();
+    let nans: Vec<usize> = (0..sq * hd).filter(|&at| out.data()[at].is_nan()).collect();
+    // Rows 0 and 1 never see key 4 (causal: not read); row 2 weighs it with 0, and
+    // 0 · NaN = NaN in its element 3; row 3 is fully masked and never reads v.
+    assert_eq!(nans, [2 * hd + 3]);
+    assert!(out.data()[3 * hd..].iter().all(|x| x.to_bits() == 0));
+}
+
+#[test]
+fn nan_results_have_the_same_bits_under_every_schedule() {
+    // NaN in a query row, a key, a mask entry of an otherwise hidden row, and a value.
+    let (sq, sk, hd) = (6, 9, 11);
+    let mut q = uniform(&[2, 4, sq, hd], 1);
+    let mut k = uniform(&[2, 2, sk, hd], 2);
+    let mut v = uniform(&[2, 2, sk, hd], 3);
+    q.data_mut()[(4 + 1) * sq * hd + 3 * hd] = f32::NAN;
+    k.data_mut()[5 * hd + 2] = f32::NAN;
+    v.data_mut()[(2 * sk + 7) * hd + 4] = f32::NAN;
+    let mask = Tensor::from_fn(vec![sq, sk], |at| match (at / sk, at % sk) {
+        (2, 6) => f32::NAN,
+        (2, _) => f32::NEG_INFINITY,
+        _ => 0.0,
+    })
+    .unwrap();
+    let options = opts(true, Some(0.4));
+    let want = sdpa(&q, &k, &v, Some(&mask), &options, &Sequential).unwrap();
+    assert!(want.data().iter().any(|x| x.is_nan()));
+    assert!(want.data().iter().any(|x| x.is_finite()));
+    for schedule in all_schedules() {
+        let got = scaled_dot_product_attention_with(
+            &forking(),
+            &q,
+            &k,
+            &v,
+            Some(&mask),
+            &options,
+            &*schedule,
+        )
+        .unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "{}", schedule.name());
+    }
+}
+
+#[test]
 fn no_keys_give_zeros() {
     let q = uniform(&[1, 2, 3, 4], 1);
     let k = Tensor::zeros(vec![1, 2, 0, 4]).unwrap();

@@ -1,5 +1,5 @@
-//! The graph builder: the Rust face of the seed's `dag { }`, with per-op and scoped
-//! schedule hints.
+//! The graph builder: a dataflow graph written as code, with per-op and scoped schedule
+//! hints.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
@@ -9,7 +9,7 @@ use core::fmt;
 
 use super::attr::{Attr, AttrMap};
 use super::hint::ScheduleHint;
-use super::node::{Graph, Node, Value};
+use super::node::{BuilderId, Graph, Node, Value};
 use super::op::{Op, OpKind};
 use crate::kernels::{Conv2dOptions, SdpaOptions};
 use crate::shape::{self, ShapeError};
@@ -25,7 +25,8 @@ pub enum GraphError {
     },
     /// A node id or input name was empty.
     EmptyId,
-    /// An operand handle does not belong to this builder.
+    /// An operand handle does not belong to this builder: it was made by another builder
+    /// (whatever its position), or is past this builder's nodes.
     UnknownValue {
         /// The node being added (or `"<output>"` for [`GraphBuilder::output`]).
         node: String,
@@ -91,17 +92,32 @@ impl core::error::Error for GraphError {}
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GraphBuilder {
     nodes: Vec<Node>,
     ids: BTreeSet<String>,
     outputs: Vec<Value>,
     scopes: Vec<ScheduleHint>,
     generated: BTreeMap<OpKind, usize>,
+    identity: BuilderId,
+}
+
+impl Default for GraphBuilder {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            ids: BTreeSet::new(),
+            outputs: Vec::new(),
+            scopes: Vec::new(),
+            generated: BTreeMap::new(),
+            identity: BuilderId::fresh(),
+        }
+    }
 }
 
 impl GraphBuilder {
-    /// An empty builder.
+    /// An empty builder, with an identity of its own: its [`Value`]s work only with it and
+    /// the graph it builds.
     pub fn new() -> Self {
         Self::default()
     }
@@ -110,14 +126,22 @@ impl GraphBuilder {
     ///
     /// # Errors
     ///
-    /// [`GraphError::DuplicateId`] when `name` is taken, [`GraphError::EmptyId`] when empty.
+    /// [`GraphError::DuplicateId`] when `name` is taken, [`GraphError::EmptyId`] when empty,
+    /// [`GraphError::BadShape`] with [`ShapeError::TooLarge`] when the shape holds more than
+    /// [`shape::MAX_ELEMENTS`] values (or a dimension above it, even with a zero elsewhere):
+    /// no tensor could be fed to it, and no compiler could read its type.
     pub fn input(&mut self, name: &str, shape: impl Into<Vec<usize>>) -> Result<Value, GraphError> {
+        let shape = shape.into();
+        if name.is_empty() {
+            return Err(GraphError::EmptyId);
+        }
+        check_size(name, OpKind::Input, &shape)?;
         self.claim(name)?;
         Ok(self.push(Node {
             id: name.to_string(),
             op: Op::Input,
             inputs: Vec::new(),
-            shape: shape.into(),
+            shape,
             requested: None,
             metadata: AttrMap::new(),
         }))
@@ -205,7 +229,7 @@ impl GraphBuilder {
     ///
     /// [`GraphError::UnknownValue`] for a handle from another builder.
     pub fn output(&mut self, value: Value) -> Result<(), GraphError> {
-        if value.0 >= self.nodes.len() {
+        if !self.owns(value) {
             return Err(GraphError::UnknownValue {
                 node: "<output>".to_string(),
                 index: value.0,
@@ -215,8 +239,11 @@ impl GraphBuilder {
         Ok(())
     }
 
-    /// The shape of a value built so far.
+    /// The shape of a value built so far; `None` for a handle of another builder.
     pub fn shape(&self, value: Value) -> Option<&[usize]> {
+        if !self.owns(value) {
+            return None;
+        }
         self.nodes.get(value.0).map(|n| n.shape.as_slice())
     }
 
@@ -232,7 +259,13 @@ impl GraphBuilder {
         Ok(Graph {
             nodes: self.nodes,
             outputs: self.outputs,
+            builder: self.identity,
         })
+    }
+
+    /// Whether `value` is a node of this builder (not of another one at the same position).
+    fn owns(&self, value: Value) -> bool {
+        value.1 == self.identity && value.0 < self.nodes.len()
     }
 
     fn claim(&mut self, id: &str) -> Result<(), GraphError> {
@@ -258,8 +291,27 @@ impl GraphBuilder {
 
     fn push(&mut self, node: Node) -> Value {
         self.nodes.push(node);
-        Value(self.nodes.len() - 1)
+        Value(self.nodes.len() - 1, self.identity)
     }
+}
+
+/// `Err(TooLarge)` for a shape no tensor can have: more than [`shape::MAX_ELEMENTS`] values,
+/// or one dimension above it (a zero-sized tensor of such a shape still has a type that MLIR,
+/// with its `i64` dimensions, may not read).
+fn check_size(node: &str, op: OpKind, dims: &[usize]) -> Result<(), GraphError> {
+    let fits =
+        shape::element_count(dims).is_some() && dims.iter().all(|&d| d <= shape::MAX_ELEMENTS);
+    if fits {
+        return Ok(());
+    }
+    Err(GraphError::BadShape {
+        node: node.to_string(),
+        op,
+        error: ShapeError::TooLarge {
+            op: op.name(),
+            shapes: alloc::vec![dims.to_vec()],
+        },
+    })
 }
 
 /// An op being added: set its id, hint and metadata, then [`finish`](OpBuilder::finish) it.
@@ -329,7 +381,7 @@ impl<'b> OpBuilder<'b> {
         };
         let mut shapes: Vec<&[usize]> = Vec::with_capacity(operands.len());
         for v in &operands {
-            match builder.nodes.get(v.0) {
+            match builder.owns(*v).then(|| &builder.nodes[v.0]) {
                 Some(n) => shapes.push(&n.shape),
                 None => {
                     return Err(GraphError::UnknownValue {
@@ -367,6 +419,9 @@ impl<'b> OpBuilder<'b> {
             op: kind,
             error,
         })?;
+        // A reshape may name any dims; inferred shapes of the other ops stay within their
+        // operands', but one check covers all.
+        check_size(&id, kind, &shape)?;
         builder.claim(&id)?;
         let requested = hint.or_else(|| builder.scopes.last().cloned());
         Ok(builder.push(Node {

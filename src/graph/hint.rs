@@ -15,6 +15,11 @@ pub const SCHEDULE_KEY: &str = "skainet.schedule";
 /// only when a user asked for it, and no compiler consumes it (the core count is a run-time
 /// property of the device).
 ///
+/// A dimension name is a plain identifier, `[A-Za-z_][A-Za-z0-9_]*`, compared with other
+/// names ignoring ASCII case (see [`normalize_dim`](super::normalize_dim)) and otherwise
+/// exactly: `Heads` is `heads`, but `heads ` or `rows"]}` is no name at all, so nothing a hint
+/// holds can break the syntax of the exported module's header.
+///
 /// ```
 /// use skainet_schedule::graph::ScheduleHint;
 /// let hint = ScheduleHint::parallel(["batch", "heads"]).unwrap().with_parallelism(8).unwrap();
@@ -39,7 +44,14 @@ pub enum HintError {
         /// Its position in the list.
         index: usize,
     },
-    /// The same dimension was named twice.
+    /// A dimension name was not a plain identifier (`[A-Za-z_][A-Za-z0-9_]*`).
+    InvalidDim {
+        /// Its position in the list.
+        index: usize,
+        /// The name, as given.
+        dim: String,
+    },
+    /// The same dimension was named twice (ignoring ASCII case).
     DuplicateDim {
         /// The repeated name.
         dim: String,
@@ -55,6 +67,10 @@ impl fmt::Display for HintError {
             Self::BlankDim { index } => {
                 write!(f, "schedule hint: parallel_dims[{index}] is blank")
             }
+            Self::InvalidDim { index, dim } => write!(
+                f,
+                "schedule hint: parallel_dims[{index}] = {dim:?} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)"
+            ),
             Self::DuplicateDim { dim } => {
                 write!(f, "schedule hint: parallel_dims names {dim:?} twice")
             }
@@ -70,7 +86,8 @@ impl ScheduleHint {
     ///
     /// # Errors
     ///
-    /// [`HintError::NoDims`], [`HintError::BlankDim`] or [`HintError::DuplicateDim`].
+    /// [`HintError::NoDims`], [`HintError::BlankDim`], [`HintError::InvalidDim`] or
+    /// [`HintError::DuplicateDim`].
     pub fn parallel<I, S>(dims: I) -> Result<Self, HintError>
     where
         I: IntoIterator<Item = S>,
@@ -97,7 +114,16 @@ impl ScheduleHint {
             if dim.trim().is_empty() {
                 return Err(HintError::BlankDim { index });
             }
-            if parallel_dims[..index].contains(dim) {
+            if !is_dim_name(dim) {
+                return Err(HintError::InvalidDim {
+                    index,
+                    dim: dim.clone(),
+                });
+            }
+            if parallel_dims[..index]
+                .iter()
+                .any(|d| d.eq_ignore_ascii_case(dim))
+            {
                 return Err(HintError::DuplicateDim { dim: dim.clone() });
             }
         }
@@ -180,6 +206,13 @@ impl ScheduleHint {
     }
 }
 
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_dim_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
@@ -194,6 +227,13 @@ mod tests {
         assert_eq!(
             ScheduleHint::parallel(["heads", " "]),
             Err(HintError::BlankDim { index: 1 })
+        );
+        assert_eq!(
+            ScheduleHint::parallel(["heads", "rows]"]),
+            Err(HintError::InvalidDim {
+                index: 1,
+                dim: "rows]".into()
+            })
         );
         assert_eq!(
             ScheduleHint::parallel(["heads", "heads"]),

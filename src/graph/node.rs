@@ -6,16 +6,32 @@ use alloc::vec::Vec;
 use super::attr::{Attr, AttrMap};
 use super::hint::{ScheduleHint, SCHEDULE_KEY};
 use super::op::{Op, OpKind};
+use crate::sync::IdCounter;
 
-/// A handle to the value a node produces (nodes produce exactly one value). Handles are
-/// positions in one graph: use them only with the builder or graph that made them.
+/// A handle to the value a node produces (nodes produce exactly one value). A handle is a
+/// position in one graph and remembers the builder that made it: the builder, and the graph
+/// it builds, refuse a handle of any other builder (even one whose position is in range), and
+/// handles of different builders never compare equal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Value(pub(crate) usize);
+pub struct Value(pub(crate) usize, pub(crate) BuilderId);
 
 impl Value {
     /// The producing node's position in [`Graph::nodes`].
     pub fn index(self) -> usize {
         self.0
+    }
+}
+
+/// Which [`GraphBuilder`](super::GraphBuilder) made a handle: a process-wide counter, so
+/// identities repeat only after `usize::MAX + 1` builders (2^32 on a 32-bit target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct BuilderId(usize);
+
+impl BuilderId {
+    /// An identity no earlier builder of this process had (up to wrap-around).
+    pub(crate) fn fresh() -> Self {
+        static NEXT: IdCounter = IdCounter::new();
+        Self(NEXT.next())
     }
 }
 
@@ -66,7 +82,7 @@ impl Node {
     }
 
     /// The op parameters plus, under [`SCHEDULE_KEY`], the requested hint's map form: the
-    /// node's "operation parameters" in the seed's words.
+    /// node's operation parameters.
     pub fn params(&self) -> AttrMap {
         let mut params = self.op.params();
         if let Some(hint) = &self.requested {
@@ -93,6 +109,8 @@ impl Node {
 pub struct Graph {
     pub(crate) nodes: Vec<Node>,
     pub(crate) outputs: Vec<Value>,
+    /// The builder that made it: its handles are the only ones this graph accepts.
+    pub(crate) builder: BuilderId,
 }
 
 impl Graph {
@@ -101,9 +119,10 @@ impl Graph {
         &self.nodes
     }
 
-    /// The node producing `value`, or `None` for a handle from another graph.
+    /// The node producing `value`, or `None` for a handle from another graph (whatever its
+    /// position).
     pub fn node(&self, value: Value) -> Option<&Node> {
-        self.nodes.get(value.0)
+        self.owns(value).then(|| self.nodes.get(value.0)).flatten()
     }
 
     /// The node with id `id`.
@@ -126,12 +145,24 @@ impl Graph {
         self.nodes
             .iter()
             .enumerate()
-            .flat_map(|(user, n)| n.inputs.iter().map(move |&v| (v, Value(user))))
+            .flat_map(|(user, n)| {
+                n.inputs
+                    .iter()
+                    .map(move |&v| (v, Value(user, self.builder)))
+            })
             .collect()
     }
 
-    /// The metadata of node `value`, mutably (what passes write through).
+    /// The metadata of node `value`, mutably (what passes write through); `None` for a handle
+    /// from another graph.
     pub fn metadata_mut(&mut self, value: Value) -> Option<&mut AttrMap> {
+        if !self.owns(value) {
+            return None;
+        }
         self.nodes.get_mut(value.0).map(|n| &mut n.metadata)
+    }
+
+    fn owns(&self, value: Value) -> bool {
+        value.1 == self.builder
     }
 }

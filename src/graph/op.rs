@@ -169,17 +169,16 @@ impl Op {
     }
 }
 
-/// Canonical form of a dimension name: lower case, letters and digits only, so `Heads`,
-/// `HEADS` and `out_channels` / `Out-Channels` compare equal.
+/// Canonical form of a dimension name: ASCII lower case, nothing else changed, so `Heads`,
+/// `HEADS` and `heads` compare equal while `out_channels`, `outchannels` and `rows"]}` stay
+/// distinct names (a [`ScheduleHint`](super::ScheduleHint) accepts identifiers only).
 ///
 /// ```
 /// use skainet_schedule::graph::normalize_dim;
-/// assert_eq!(normalize_dim("Out-Channels"), "outchannels");
-/// assert_eq!(normalize_dim(" HEADS "), "heads");
+/// assert_eq!(normalize_dim("Out_Channels"), "out_channels");
+/// assert_eq!(normalize_dim("HEADS"), "heads");
+/// assert_eq!(normalize_dim("rows\"]}"), "rows\"]}");
 /// ```
 pub fn normalize_dim(name: &str) -> alloc::string::String {
-    name.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
+    name.to_ascii_lowercase()
 }

@@ -158,7 +158,7 @@ impl StructuralDefaults {
         Self { by_class }
     }
 
-    /// These defaults plus `hint` for `class` (replacing any it had), with dims normalised.
+    /// These defaults plus `hint` for `class` (replacing any it had), under the canonical names.
     ///
     /// # Errors
     ///
@@ -208,7 +208,7 @@ fn canonical(class: ScheduleClass, hint: &ScheduleHint) -> Result<ScheduleHint, 
 ///
 /// For each node:
 /// * a requested hint on a schedulable op (attention: `batch`, `heads`; matmul: `rows`;
-///   conv: `batch`, `out_channels`; names compared lower-case, letters and digits only) is
+///   conv: `batch`, `out_channels`; names compared ignoring ASCII case, otherwise exactly) is
 ///   stamped with the canonical names; an explicit parallelism is kept and reported
 ///   [`DiagnosticKind::Advisory`];
 /// * a hint naming an unknown dim gives [`DiagnosticKind::UnknownDims`] and no metadata;

@@ -14,7 +14,14 @@
 //!   broadcast. Scores are scaled (`scale`, default `1 / sqrt(hd)`), the additive mask is
 //!   broadcast onto them, the causal mask is bottom-right aligned (query `i` sees key
 //!   `j <= i + Sk - Sq`, built with `iota`/`compare`/`select`), and a row whose scores are all
-//!   `-inf` yields zeros: its max is replaced by 0 before the `exp` and its zero sum by 1.
+//!   `-inf` yields zeros: its max is replaced by 0 before the `exp`, its zero sum by 1, and
+//!   its output row is selected to zeros after the second `dot_general` (the eager kernel
+//!   never reads `v` for it, so NaN in `v` does not reach it there either). NaN follows the
+//!   eager rule for `q`, `k`, the mask and `scale`: `stablehlo.maximum` propagates NaN, so a
+//!   NaN score is never taken for a fully masked row and its whole row is NaN. One difference
+//!   remains, for NaN in `v` only: a key hidden by causality still meets `v` in the second
+//!   `dot_general` with weight `0`, and `0 · NaN` is NaN there, while the eager kernel never
+//!   reads that key (avoiding it would take a select over `[.., Sq, Sk, hd]`).
 //! * `matmul`: one `stablehlo.dot_general` contracting the last dim of `a` with dim 0 of `b`.
 //! * `conv2d`: `stablehlo.convolution` with `[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`, plus a
 //!   broadcast `add` of the bias.
@@ -440,6 +447,15 @@ impl Body {
             ty(vs),
             ty(&o5)
         ));
+        // The eager kernel never reads v for a fully masked row: zeros there, even where v
+        // holds NaN (the weights are 0, and 0 · NaN is NaN) or -0.0.
+        let dead5 = self.emit(format!(
+            "stablehlo.broadcast_in_dim {dead}, dims = [0, 1, 2, 3] : ({}) -> {}",
+            typed(&r4, "i1"),
+            typed(&o5, "i1")
+        ));
+        let zero_o = self.constant(0.0, &o5);
+        let o = self.select(&dead5, &zero_o, &o, &o5);
         self.reshape(&o, &o5, out)
     }
 }

@@ -93,6 +93,11 @@ pub fn conv2d_with(
         padding,
     )?;
     let mut out = Tensor::zeros(dims.output_shape())?;
+    if out.is_empty() {
+        // Nothing to write; with no batch or no output channel the spatial sizes are unbounded
+        // and their product may not even fit a usize.
+        return Ok(out);
+    }
     let plane = dims.out_hw[0] * dims.out_hw[1];
     let (c, [h, w], o, taps) = (dims.in_channels, dims.in_hw, dims.out_channels, dims.taps());
     let work = Work {

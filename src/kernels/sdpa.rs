@@ -35,7 +35,22 @@ pub struct SdpaOptions {
 ///   to 4, the last dimension `Sk`, every other dimension either `1` or equal (`[Sq, Sk]`,
 ///   `[b, 1, Sq, Sk]`, `[1, H, Sq, Sk]`, `[b, H, Sq, Sk]`, `[b, 1, 1, Sk]`, …). Applied
 ///   together with `causal`.
-/// * A query row whose scores are all `-inf` (fully masked) yields zeros, never NaN.
+/// * A query row whose scores are all `-inf` (fully masked by the mask and causality, or
+///   `Sk = 0`) yields zeros, never NaN. NaN is not masking: it propagates, IEEE fashion, to
+///   exactly the rows it reaches —
+///   - NaN in `q` row `i`, or in `mask[i, j]` for a key `j` that row `i` sees causally: row
+///     `i` is NaN (even when every other score of the row is `-inf`, since `NaN + -inf` is
+///     NaN);
+///   - NaN in `k` row `j`: every row that sees key `j` causally is NaN, whatever the mask
+///     says there;
+///   - NaN in `v[j, d]`: element `d` of every row that sees key `j` causally and is not fully
+///     masked is NaN, even where its weight for `j` is `0` (`0 · NaN = NaN`); a fully masked
+///     row never reads `v` and stays zeros;
+///   - a NaN `scale`: every row that sees at least one key is NaN.
+///
+///   Keys hidden by `causal` are never computed or read, so NaN there reaches nothing (a
+///   reference that masks with `-inf` and multiplies by all of `v` would give NaN for a NaN
+///   `v` row it hides). Which NaN bit pattern comes out is not specified.
 /// * Output: `[b, H, Sq, hd]`.
 ///
 /// The (batch, head) pairs are the units of `schedule`; calls below
@@ -110,6 +125,10 @@ pub fn scaled_dot_product_attention_with(
     let mask = mask.map(|m| MaskRows::new(m, &dims));
     let group = dims.group();
     let mut out = Tensor::zeros(dims.output_shape())?;
+    if out.is_empty() {
+        // Nothing to compute, and a unit's `sq * hd` may overflow when `b · H` is what is zero.
+        return Ok(out);
+    }
     // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
     let total = [dims.batch, heads, sq, sk, hd]
         .iter()

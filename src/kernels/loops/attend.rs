@@ -272,13 +272,19 @@ impl<S: Simd> Phase<S> for WeightedValues<'_, '_> {
 /// Scales and masks row `i`'s raw dot products in `row` (one per visible key) and turns them
 /// into unnormalised weights `exp(s - max)`. Returns their lane sum and how many keys carry
 /// weight: all visible ones, or none when every score is `-inf` (the row's output is zeros).
+///
+/// The max skips NaN scores (`maxps` keeps its second operand), so a NaN score never shows
+/// in `top`; it shows in its own weight, `exp(NaN - top) = NaN`, which makes the sum and
+/// the whole output row NaN. Only when every other score is `-inf` would the row look fully
+/// masked: then the scores are checked for NaN, and a NaN row keeps every key, with weights
+/// `exp(s - -inf)` that are all NaN (`-inf - -inf` is NaN too).
 #[inline(always)]
 fn softmax_row<S: Simd>(s: S, h: &Head<'_>, i: usize, row: &mut [f32]) -> (f32, usize) {
     let mask = h
         .mask
         .map(|(mask, stride)| &mask[i * stride..i * stride + row.len()]);
     let top = scale_mask_max(s, row, h.scale, mask);
-    if top == f32::NEG_INFINITY {
+    if top == f32::NEG_INFINITY && !row.iter().any(|x| x.is_nan()) {
         // Every key hidden (or none at all): zeros, never 0/0.
         return (0.0, 0);
     }
