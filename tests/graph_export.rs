@@ -283,3 +283,19 @@ fn several_outputs_are_returned_in_order() {
     ));
     assert!(mlir.contains("return %1, %0 : tensor<6xf32>, tensor<3x2xf32>"));
 }
+
+#[test]
+fn the_header_states_the_hint_the_pass_accepted_not_a_hand_edited_metadata_entry() {
+    use skainet_schedule::graph::{Attr, SCHEDULE_KEY};
+    let mut g = matmul_graph("proj", Some(ScheduleHint::parallel(["rows"]).unwrap()));
+    core_passes(&mut g);
+    let proj = g.outputs()[0];
+    let forged = ScheduleHint::new(["batch"], Some(64)).unwrap().to_map();
+    g.metadata_mut(proj)
+        .unwrap()
+        .insert(SCHEDULE_KEY.to_string(), Attr::Map(forged));
+    assert_eq!(
+        first_line(&stablehlo::export(&g)),
+        r#"module attributes {skainet.schedule = {proj = {parallel_dims = ["rows"]}}} {"#
+    );
+}

@@ -38,7 +38,7 @@ fn graph(attn: Option<ScheduleHint>, mm: Option<ScheduleHint>, add: Option<Sched
 }
 
 fn stamped(g: &Graph, id: &str) -> Option<ScheduleHint> {
-    g.find(id).unwrap().annotated()
+    g.find(id).unwrap().annotated().cloned()
 }
 
 #[test]

@@ -143,6 +143,7 @@ impl GraphBuilder {
             inputs: Vec::new(),
             shape,
             requested: None,
+            annotated: None,
             metadata: AttrMap::new(),
         }))
     }
@@ -430,6 +431,7 @@ impl<'b> OpBuilder<'b> {
             inputs: operands,
             shape,
             requested,
+            annotated: None,
             metadata,
         }))
     }

@@ -44,6 +44,9 @@ pub struct Node {
     pub(crate) inputs: Vec<Value>,
     pub(crate) shape: Vec<usize>,
     pub(crate) requested: Option<ScheduleHint>,
+    /// What the annotation pass accepted: the typed source of the export's header (the
+    /// metadata entry under [`SCHEDULE_KEY`] is its map form, for readers of the metadata).
+    pub(crate) annotated: Option<ScheduleHint>,
     pub(crate) metadata: AttrMap,
 }
 
@@ -97,9 +100,9 @@ impl Node {
         &self.metadata
     }
 
-    /// The hint the annotation pass accepted and stamped, if any.
-    pub fn annotated(&self) -> Option<ScheduleHint> {
-        ScheduleHint::from_map(self.metadata.get(SCHEDULE_KEY)?.as_map()?)
+    /// The hint the annotation pass accepted and stamped, if any: what the export states.
+    pub fn annotated(&self) -> Option<&ScheduleHint> {
+        self.annotated.as_ref()
     }
 }
 

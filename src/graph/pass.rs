@@ -231,7 +231,7 @@ fn canonical(class: ScheduleClass, hint: &ScheduleHint) -> Result<ScheduleHint, 
 /// let mut graph = b.build()?;
 /// let diagnostics = ScheduleAnnotationPass::new().run(&mut graph);
 /// assert!(diagnostics.is_empty());
-/// assert_eq!(graph.find("mm").unwrap().annotated(), Some(ScheduleHint::parallel(["rows"])?));
+/// assert_eq!(graph.find("mm").unwrap().annotated(), Some(&ScheduleHint::parallel(["rows"])?));
 /// # Ok(())
 /// # }
 /// ```
@@ -303,7 +303,8 @@ impl ScheduleAnnotationPass {
                 (None, Some(class)) => self.defaults.get(class).cloned(),
                 (None, None) => None,
             };
-            match stamped {
+            // The typed hint is what the export reads; the metadata entry is its map form.
+            match &stamped {
                 Some(hint) => {
                     node.metadata
                         .insert(SCHEDULE_KEY.to_string(), Attr::Map(hint.to_map()));
@@ -312,6 +313,7 @@ impl ScheduleAnnotationPass {
                     node.metadata.remove(SCHEDULE_KEY);
                 }
             }
+            node.annotated = stamped;
         }
         diagnostics
     }

@@ -131,7 +131,7 @@ pub fn module_header(graph: &Graph) -> String {
         .filter_map(|n| Some((n.id(), n.metadata.get(LAYOUT_KEY)?.as_str()?)))
         .collect();
     layouts.sort_unstable();
-    let schedule: Vec<(&str, super::hint::ScheduleHint)> = graph
+    let schedule: Vec<(&str, &super::hint::ScheduleHint)> = graph
         .nodes
         .iter()
         .filter_map(|n| Some((n.id(), n.annotated()?)))
