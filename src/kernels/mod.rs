@@ -8,7 +8,7 @@
 //! * [`parallel_chunks`] — the one way they open a region (inline below a [`Work`] threshold);
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`cpu_kernels`] — the registry of compiled variants of the inner loops (portable, SSE2,
-//!   AVX2) every call dispatches through.
+//!   AVX2 on x86_64, NEON on aarch64) every call dispatches through.
 //!
 //! Every kernel is bit-identical under every schedule and every variant: a unit's arithmetic
 //! is fixed (lane accumulators in a fixed order, no fused multiply-add), whoever runs it.

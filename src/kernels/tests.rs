@@ -95,6 +95,9 @@ fn the_registry_holds_every_backend_compiled_for_this_target() {
     if cfg!(target_arch = "x86_64") {
         expected.push("sse2");
     }
+    if cfg!(target_arch = "aarch64") {
+        expected.push("neon");
+    }
     expected.push("portable");
     assert_eq!(names, expected);
 }
@@ -301,4 +304,10 @@ fn avx2_primitives_give_the_scalar_bits_where_detected() {
     if let Some(s) = super::loops::simd::Avx2::detect() {
         primitives_match_scalar(s);
     }
+}
+
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn neon_primitives_give_the_scalar_bits() {
+    primitives_match_scalar(super::loops::simd::Neon);
 }

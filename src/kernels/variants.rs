@@ -175,11 +175,35 @@ mod x86 {
     pub(super) use avx2::avx2;
 }
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64 {
+    //! The vector backend of aarch64. NEON is part of the baseline, so the variant is always
+    //! available and needs no detection; its attention runs on [`Neon`], its matmul rows and
+    //! conv planes are the portable loops (as `sse2`'s are).
+    use super::*;
+    use crate::kernels::loops::simd::Neon;
+
+    fn neon_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+        attend_head(Neon, h, out, scores);
+    }
+
+    pub(super) fn neon() -> CpuKernels {
+        CpuKernels {
+            name: "neon",
+            priority: 5,
+            available: always,
+            attend: neon_attend,
+            matmul_rows: portable_matmul_rows,
+            conv_plane: portable_conv_plane,
+        }
+    }
+}
+
 static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 
 /// The registry of CPU kernel variants, filled on first use with `portable` (priority 0) and,
 /// on x86_64, `sse2` (priority 5) and, with `std`, `avx2` (priority 10, available when the CPU
-/// has AVX2).
+/// has AVX2); on aarch64, `neon` (priority 5, always available).
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
@@ -196,6 +220,8 @@ pub fn cpu_kernels() -> &'static KernelRegistry<CpuKernels> {
         registry.register(Arc::new(x86::sse2()));
         #[cfg(all(target_arch = "x86_64", feature = "std"))]
         registry.register(Arc::new(x86::avx2()));
+        #[cfg(target_arch = "aarch64")]
+        registry.register(Arc::new(aarch64::neon()));
         registry
     })
 }

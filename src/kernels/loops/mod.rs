@@ -1,7 +1,7 @@
 //! The inner loops: everything a kernel computes per unit, in a fixed order, and nothing about
 //! how units are scheduled or which compiled variant runs.
 //!
-//! * [`simd`] — the lane contract and its backends (plain Rust, SSE2, AVX2);
+//! * [`simd`] — the lane contract and its backends (plain Rust, SSE2, AVX2, NEON);
 //! * [`lanes`] — the fixed-order dot products, sums and accumulations built on it;
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`attend`], [`matmul`], [`conv`] — one unit of each kernel: a (batch, head) of attention,

@@ -6,8 +6,8 @@
 //! fold in a fixed tree, `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`. That order is the contract;
 //! [`Simd`] is how it is executed. Each backend implements the same primitives — lane-wise IEEE
 //! `+` and `*` (never fused) and that fold — so the generic kernels compiled on any backend
-//! return the same bits: [`Scalar`] (plain Rust, every target), `Sse2` (x86_64 baseline) and
-//! `Avx2` (detected at run time). Explicit vectors, rather than arrays left to the
+//! return the same bits: [`Scalar`] (plain Rust, every target), `Sse2` (x86_64 baseline),
+//! `Avx2` (detected at run time) and `Neon` (the aarch64 baseline). Explicit vectors, rather than arrays left to the
 //! auto-vectoriser, because LLVM's SLP vectoriser splits fold trees and multi-accumulator loops
 //! unpredictably (measured: 3× slower dot products).
 
@@ -291,6 +291,92 @@ mod x86 {
                     _mm256_castps256_ps128(v),
                     _mm256_extractf128_ps::<1>(v),
                 ))
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+pub(crate) use neon::Neon;
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    //! NEON, part of the aarch64 baseline: two 4-lane registers, the layout of `Sse2`. The
+    //! primitives are chosen for x86's bits, not NEON's idioms: `max` is a compare and a select
+    //! (`vmaxq_f32` returns NaN for a NaN operand and orders `-0.0 < +0.0`, where `maxps`
+    //! returns the second operand), and `add`/`mul` are never fused.
+    use super::{Simd, LANES};
+    use core::arch::aarch64::*;
+
+    /// NEON's 128-bit vectors; every aarch64 CPU has them, so no detection.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Neon;
+
+    impl Simd for Neon {
+        type V = (float32x4_t, float32x4_t);
+
+        #[inline(always)]
+        fn zero(self) -> Self::V {
+            // SAFETY: NEON is part of the aarch64 baseline; register-only.
+            unsafe { (vdupq_n_f32(0.0), vdupq_n_f32(0.0)) }
+        }
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> Self::V {
+            // SAFETY: NEON is part of the aarch64 baseline; register-only.
+            unsafe { (vdupq_n_f32(x), vdupq_n_f32(x)) }
+        }
+
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> Self::V {
+            let s = &s[..LANES];
+            // SAFETY: NEON is baseline; `s` holds 8 values, so both 16-byte loads (which need
+            // only f32 alignment) stay inside it.
+            unsafe { (vld1q_f32(s.as_ptr()), vld1q_f32(s.as_ptr().add(4))) }
+        }
+
+        #[inline(always)]
+        fn store(self, v: Self::V, s: &mut [f32]) {
+            let s = &mut s[..LANES];
+            // SAFETY: NEON is baseline; `s` holds 8 values, exclusively borrowed.
+            unsafe {
+                vst1q_f32(s.as_mut_ptr(), v.0);
+                vst1q_f32(s.as_mut_ptr().add(4), v.1);
+            }
+        }
+
+        #[inline(always)]
+        fn add(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: NEON is baseline; register-only arithmetic.
+            unsafe { (vaddq_f32(a.0, b.0), vaddq_f32(a.1, b.1)) }
+        }
+
+        #[inline(always)]
+        fn mul(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: NEON is baseline; register-only arithmetic.
+            unsafe { (vmulq_f32(a.0, b.0), vmulq_f32(a.1, b.1)) }
+        }
+
+        #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: NEON is baseline; register-only. `a > b` is false for NaN and for
+            // `±0.0` against `∓0.0`, so those lanes take `b`, as `maxps` does.
+            unsafe {
+                (
+                    vbslq_f32(vcgtq_f32(a.0, b.0), a.0, b.0),
+                    vbslq_f32(vcgtq_f32(a.1, b.1), a.1, b.1),
+                )
+            }
+        }
+
+        #[inline(always)]
+        fn fold(self, v: Self::V) -> f32 {
+            // SAFETY: NEON is baseline; register-only arithmetic.
+            unsafe {
+                // h = [l0+l4, l1+l5, l2+l6, l3+l7]; p = [h0+h2, h1+h3]; then p0 + p1.
+                let h = vaddq_f32(v.0, v.1);
+                let p = vadd_f32(vget_low_f32(h), vget_high_f32(h));
+                vget_lane_f32::<0>(p) + vget_lane_f32::<1>(p)
             }
         }
     }
