@@ -23,6 +23,9 @@ use skainet_schedule::{
 /// The most elements the kernel target allocates over all operands of one call.
 pub const MAX_KERNEL_ELEMENTS: usize = 4096;
 
+/// The most output-value × tap visits one conv2d call of the kernel target may make.
+pub const MAX_KERNEL_VISITS: usize = 1 << 24;
+
 /// The most steps one graph input takes; a step adds at most 4 nodes, so a handle numbered
 /// [`STRANGER`] from another builder is always foreign.
 const MAX_GRAPH_OPS: usize = 48;
@@ -682,6 +685,23 @@ fn check_conv2d(input: &mut Input<'_>) {
             element_count(s).is_some(),
             "conv2d accepted an output {s:?}"
         );
+    }
+    // The loops visit C·kH·kW taps per output value even where kW or kH is 0 (the window is
+    // empty, the work estimate 0): bound that too, or a 4096-value output of 2^16 channels is a
+    // slow input rather than a finding.
+    if let Ok(o) = &out {
+        let w = &shapes[1];
+        let visits = [
+            element_count(o).unwrap_or(0),
+            w[1],
+            w[2].max(1),
+            w[3].max(1),
+        ]
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        if visits.is_none_or(|v| v > MAX_KERNEL_VISITS) {
+            return;
+        }
     }
     let Some(t) = tensors(input, &shapes, &out) else {
         return;
