@@ -506,10 +506,12 @@ impl Conv2dDims {
         ]
     }
 
-    /// The taps of one output value: `C · kH · kW`.
+    /// The taps of one output value: `C · kH · kW` (saturating: with no output channel the
+    /// weight is empty whatever its other dimensions, and their product may not fit a usize).
     pub fn taps(&self) -> usize {
-        // Cannot overflow: the weight `[O, C, kH, kW]` was checked to fit one allocation.
-        self.in_channels * self.kernel_hw[0] * self.kernel_hw[1]
+        self.in_channels
+            .saturating_mul(self.kernel_hw[0])
+            .saturating_mul(self.kernel_hw[1])
     }
 }
 

@@ -371,7 +371,8 @@ impl Body {
         let (v, vs) = operands[2];
         let (b, h, sq, hd) = (qs[0], qs[1], qs[2], qs[3]);
         let (nkv, sk) = (ks[1], ks[2]);
-        let nrep = h / nkv;
+        // `shape::sdpa` admits 0 query heads over 0 K/V heads (an empty op); one group then.
+        let nrep = h.checked_div(nkv).unwrap_or(1);
         let q5 = [b, nkv, nrep, sq, hd];
         let s5 = [b, nkv, nrep, sq, sk];
         let r4 = [b, nkv, nrep, sq];

@@ -98,8 +98,12 @@ pub fn conv2d_with(
         // and their product may not even fit a usize.
         return Ok(out);
     }
+    // The output is not empty, so N and O are not zero and every product below is the size of
+    // a tensor that exists: an output plane, one batch's input, one channel's weights.
     let plane = dims.out_hw[0] * dims.out_hw[1];
-    let (c, [h, w], o, taps) = (dims.in_channels, dims.in_hw, dims.out_channels, dims.taps());
+    let (c, [h, w], o) = (dims.in_channels, dims.in_hw, dims.out_channels);
+    let in_plane = input.len() / dims.batch;
+    let taps = weight.len() / o;
     let work = Work {
         total: (out.len() as u64).saturating_mul(taps as u64),
         fork_from: config.threshold(CONV2D_PARALLEL_MIN_WORK),
@@ -117,7 +121,7 @@ pub fn conv2d_with(
             for (unit, out_plane) in units.zip(chunk.chunks_exact_mut(plane)) {
                 let (bi, oc) = (unit / o, unit % o);
                 let p = ConvPlane {
-                    input: &id[bi * c * h * w..(bi + 1) * c * h * w],
+                    input: &id[bi * in_plane..(bi + 1) * in_plane],
                     weight: &wd[oc * taps..(oc + 1) * taps],
                     bias: bias.map_or(0.0, |b| b[oc]),
                     channels: c,

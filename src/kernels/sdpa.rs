@@ -122,13 +122,15 @@ pub fn scaled_dot_product_attention_with(
     let scale = options
         .scale
         .unwrap_or_else(|| 1.0 / libm::sqrtf(hd as f32));
-    let mask = mask.map(|m| MaskRows::new(m, &dims));
     let group = dims.group();
     let mut out = Tensor::zeros(dims.output_shape())?;
     if out.is_empty() {
-        // Nothing to compute, and a unit's `sq * hd` may overflow when `b · H` is what is zero.
+        // Nothing to compute, and a unit's `sq * hd` (or a mask plane) may overflow when
+        // `b · H` is what is zero.
         return Ok(out);
     }
+    // Every product it forms is the size of part of a mask that exists.
+    let mask = mask.map(|m| MaskRows::new(m, &dims));
     // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
     let total = [dims.batch, heads, sq, sk, hd]
         .iter()
