@@ -17,7 +17,8 @@ use skainet_schedule::prelude::*;
 use skainet_schedule::shape::{self, element_count, MAX_ELEMENTS};
 use skainet_schedule::{
     conv2d_with, cpu_kernels, dedicated, matmul_with, scaled_dot_product_attention_with,
-    Conv2dOptions, KernelConfig, KernelError, PoolSchedule, SdpaOptions, Sequential, Tensor,
+    Conv2dOptions, KernelConfig, KernelError, PoolSchedule, Schedule, SdpaOptions, Sequential,
+    Tensor,
 };
 
 /// The most elements the kernel target allocates over all operands of one call.
@@ -513,7 +514,7 @@ fn perturb(input: &mut Input<'_>, shapes: &mut [Vec<usize>]) {
 fn tensors(
     input: &mut Input<'_>,
     shapes: &[Vec<usize>],
-    out: &Result<Vec<usize>, shape::ShapeError>,
+    out: &Result<Vec<usize>, skainet_schedule::ShapeError>,
 ) -> Option<Vec<Tensor>> {
     let mut total = match out {
         Ok(s) => element_count(s).expect("asserted by the caller"),
@@ -550,7 +551,7 @@ fn tensors(
 /// The configurations a call is compared under: the selected variant and every other available
 /// one under `Sequential`, and the selected one on the pool with a region for any size.
 fn same_under_every_schedule(
-    shape_ok: Result<Vec<usize>, shape::ShapeError>,
+    shape_ok: Result<Vec<usize>, skainet_schedule::ShapeError>,
     run: &dyn Fn(&KernelConfig, &dyn Schedule) -> Result<Tensor, KernelError>,
 ) {
     let reference = run(&KernelConfig::selected(), &Sequential);

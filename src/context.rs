@@ -77,7 +77,7 @@ fn cannot_rebuild(ops: &dyn TensorOps) -> String {
 /// ```
 /// use std::sync::Arc;
 /// use skainet_schedule::prelude::*;
-/// use skainet_schedule::{OpsContext, OpsRef, ScheduleRef, Sequential};
+/// use skainet_schedule::{OpsContext, OpsRef, ScheduleRef, Sequential, TensorOps};
 /// # struct MyOps(ScheduleRef);
 /// # impl TensorOps for MyOps {
 /// #     fn schedule(&self) -> &ScheduleRef { &self.0 }
@@ -225,7 +225,9 @@ pub trait ContextExt {
     /// ```
     /// use std::sync::Arc;
     /// use skainet_schedule::prelude::*;
-    /// use skainet_schedule::{ContextRef, OpsContext, OpsRef, ScheduleRef, Sequential};
+    /// use skainet_schedule::{
+    ///     ContextRef, OpsContext, OpsRef, Schedule, ScheduleRef, Sequential, TensorOps,
+    /// };
     /// # struct MyOps(ScheduleRef);
     /// # impl TensorOps for MyOps {
     /// #     fn schedule(&self) -> &ScheduleRef { &self.0 }

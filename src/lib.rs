@@ -87,6 +87,7 @@ mod kernels;
 mod registry;
 mod schedule;
 pub mod shape;
+mod shape_error;
 mod tensor;
 mod trace;
 
@@ -111,7 +112,7 @@ pub use schedule::{
     chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, Schedule,
     ScheduleExt, ScheduleRef, Sequential, TryChunkBody,
 };
-pub use shape::ShapeError;
+pub use shape_error::ShapeError;
 pub use tensor::{Tensor, TensorError};
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
 #[cfg(feature = "tracing")]
@@ -128,15 +129,16 @@ pub use runtime::{
     ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR,
 };
 
-/// The traits, for `use skainet_schedule::prelude::*`: their methods then work on every
-/// schedule, context, ops and sink value (`hardware().for_range(..)`, `ctx.ops()`, ...) without
-/// naming each trait. Every item here is also at the crate root; this module adds no item.
+/// The traits' methods, for `use skainet_schedule::prelude::*`: they then work on every
+/// schedule, context, ops, provider and sink value (`hardware().for_range(..)`, `ctx.ops()`,
+/// ...) without naming each trait. The traits are imported anonymously (`as _`), so each keeps
+/// its one path at the crate root, where code that implements or names one imports it.
 pub mod prelude {
-    pub use crate::context::{ContextExt, ExecutionContext};
-    pub use crate::kernels::TensorOps;
-    pub use crate::registry::KernelProvider;
-    pub use crate::schedule::{Schedule, ScheduleExt};
-    pub use crate::trace::TraceSink;
+    pub use crate::context::{ContextExt as _, ExecutionContext as _};
+    pub use crate::kernels::TensorOps as _;
+    pub use crate::registry::KernelProvider as _;
+    pub use crate::schedule::{Schedule as _, ScheduleExt as _};
+    pub use crate::trace::TraceSink as _;
 }
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

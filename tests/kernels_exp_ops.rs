@@ -10,8 +10,8 @@ use common::{uniform, Order, OutOfOrder};
 use skainet_schedule::prelude::*;
 use skainet_schedule::{
     exp, parallel_chunks, platform_default_schedule, scaled_dot_product_attention, CollectingSink,
-    CpuOps, DisjointError, KernelError, OpsContext, ScheduleRef, SdpaOptions, Sequential, Work,
-    EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
+    CpuOps, DisjointError, KernelError, OpsContext, Schedule, ScheduleRef, SdpaOptions, Sequential,
+    Work, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
 };
 
 #[test]

@@ -12,7 +12,8 @@ use super::hint::ScheduleHint;
 use super::node::{BuilderId, Graph, Node, Value};
 use super::op::{Op, OpKind};
 use crate::kernels::{Conv2dOptions, SdpaOptions};
-use crate::shape::{self, ShapeError};
+use crate::shape;
+use crate::ShapeError;
 
 /// Why a graph could not be built. Every variant names the node involved.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 use core::fmt;
 
 use crate::schedule::DisjointError;
-use crate::shape::ShapeError;
 use crate::tensor::TensorError;
+use crate::ShapeError;
 
 /// Why a kernel produced no output. Nothing is written when a kernel returns an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
