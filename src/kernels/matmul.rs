@@ -1,23 +1,41 @@
-//! Matrix multiplication scheduled over output rows.
+//! Matrix products — `a · b` ([`matmul()`]) and `x · wᵀ` ([`linear()`]) — scheduled over
+//! output tiles, or over output columns when the product has few rows.
+
+use core::ops::Range;
 
 use super::config::KernelConfig;
+use super::error::scratch;
+use super::loops::gemm::{pack_len, GemmTile, Strided, MR, NR};
+use super::loops::matvec::{Layout, Skinny};
 use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
-use crate::shape;
+use crate::shape::{self, MatmulDims};
 use crate::tensor::Tensor;
 
 /// Calls with fewer multiply-adds than this (`rows·k·n`) run inline on the caller
 /// (2^18: conservative, not tuned separately; SDPA measures its break-even near 2^15).
 pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 
+/// Products with at most this many rows take the memory-bound few-row path.
+const SKINNY_ROWS: usize = 4;
+/// The largest output tile a unit computes: `TILE_ROWS × TILE_COLS` (a packed `KC`-deep slice
+/// of B for it, 512 KiB, stays in L2).
+const TILE_ROWS: usize = 96;
+const TILE_COLS: usize = 512;
+
 /// `a · b` for `a` of shape `[.., m, k]` (rank ≥ 2; leading dimensions are batch) and `b` of
 /// shape `[k, n]`: an output of shape `[.., m, n]`.
 ///
-/// The units of `schedule` are the output rows (all batches' rows together); calls below
-/// [`MATMUL_PARALLEL_MIN_WORK`] stay inline. Every output element is
-/// `((0 + a[r][0]·b[0][c]) + a[r][1]·b[1][c]) + …` in increasing inner index, whatever the
-/// schedule, so results are bit-identical under every schedule.
+/// Every output element is `((0 + a[r][0]·b[0][c]) + a[r][1]·b[1][c]) + …` in increasing
+/// inner index — in [`Precision::Portable`](crate::Precision::Portable) each step rounds
+/// twice, in [`Precision::Native`](crate::Precision::Native) it may fuse — whatever the
+/// schedule, the tiling or the variant, so results are bit-identical under every schedule.
+///
+/// The units of `schedule` are output tiles of up to 96 rows (all batches' rows together) ×
+/// 512 columns, each a packed, register-blocked product; a product of at most four rows is
+/// split over its output columns instead, streaming `b` once. Calls below
+/// [`MATMUL_PARALLEL_MIN_WORK`] stay inline.
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
@@ -32,12 +50,13 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 ///
 /// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::matmul`]:
 /// `a` of rank below 2 or `b` not of rank 2, inner dimensions that differ, an output too large
-/// for one allocation; [`KernelError::Tensor`] when the output cannot be allocated.
+/// for one allocation; [`KernelError::Tensor`] when the output cannot be allocated,
+/// [`KernelError::Scratch`] when the tiles or packing buffers cannot.
 pub fn matmul(a: &Tensor, b: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
     matmul_with(&KernelConfig::selected(), a, b, schedule)
 }
 
-/// [`matmul()`] with a given [`KernelConfig`] (variant, work threshold).
+/// [`matmul()`] with a given [`KernelConfig`] (variant, precision, work threshold).
 ///
 /// # Errors
 ///
@@ -49,26 +68,229 @@ pub fn matmul_with(
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
     let dims = shape::matmul(a.shape(), b.shape())?;
-    let (k, n) = (dims.inner, dims.cols);
+    product(
+        config,
+        "matmul",
+        dims,
+        a.data(),
+        b.data(),
+        Layout::InOut,
+        schedule,
+    )
+}
+
+/// `x · wᵀ` for `x` of shape `[.., k]` (rank ≥ 1; leading dimensions are batch) and a weight
+/// `w` of shape `[n, k]` — `[out, in]`, as checkpoints store a linear layer — read in place,
+/// without a transposed copy: an output of shape `[.., n]`.
+///
+/// With more than four rows this is [`matmul()`]'s tiled product, in its order. With at most
+/// four (a decode step) every output is a dot product of two contiguous rows, in the lane order
+/// of the attention kernel's dot products (eight accumulators, element `p` in lane `p % 8`, a
+/// fixed fold), split over output columns so one row still runs on every worker. Either way the
+/// order depends only on the shapes: bit-identical under every schedule.
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::{linear, Sequential, Tensor};
+/// let x = Tensor::new(vec![2], vec![1.0, 2.0]).unwrap();
+/// let w = Tensor::new(vec![3, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]).unwrap();
+/// assert_eq!(linear(&x, &w, &Sequential).unwrap().data(), [1.0, 2.0, 3.0]);
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::linear`];
+/// [`KernelError::Tensor`] and [`KernelError::Scratch`] as [`matmul()`].
+pub fn linear(x: &Tensor, w: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
+    linear_with(&KernelConfig::selected(), x, w, schedule)
+}
+
+/// [`linear()`] with a given [`KernelConfig`] (variant, precision, work threshold).
+///
+/// # Errors
+///
+/// As [`linear()`].
+pub fn linear_with(
+    config: &KernelConfig,
+    x: &Tensor,
+    w: &Tensor,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    let dims = shape::linear(x.shape(), w.shape())?;
+    product(
+        config,
+        "linear",
+        dims,
+        x.data(),
+        w.data(),
+        Layout::OutIn,
+        schedule,
+    )
+}
+
+/// One product, validated: the few-row path or the tiled one.
+fn product(
+    config: &KernelConfig,
+    op: &'static str,
+    dims: MatmulDims,
+    a: &[f32],
+    b: &[f32],
+    layout: Layout,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    let (m, k, n) = (dims.rows, dims.inner, dims.cols);
     let mut out = Tensor::zeros(dims.output_shape)?;
+    if m == 0 || n == 0 {
+        return Ok(out);
+    }
     let work = Work {
-        total: (dims.rows as u64)
-            .saturating_mul(k as u64)
-            .saturating_mul(n as u64),
+        total: (m as u64).saturating_mul(k as u64).saturating_mul(n as u64),
         fork_from: config.threshold(MATMUL_PARALLEL_MIN_WORK),
     };
-    let rows_kernel = config.kernels().matmul_rows;
-    let (ad, bd) = (a.data(), b.data());
-    parallel_chunks(
-        "matmul",
-        schedule,
-        out.data_mut(),
+    let operands = Operands {
+        a,
+        b,
+        m,
+        k,
         n,
-        work,
-        &|units, chunk| {
-            rows_kernel(&ad[units.start * k..units.end * k], bd, k, n, chunk);
-            Ok(())
-        },
-    )?;
+        layout,
+    };
+    if m <= SKINNY_ROWS {
+        few_rows(config, op, &operands, out.data_mut(), work, schedule)?;
+    } else {
+        tiled(config, op, &operands, out.data_mut(), work, schedule)?;
+    }
     Ok(out)
+}
+
+/// `a` is `[m, k]`; `b` is `[k, n]` or `[n, k]` as `layout` says.
+struct Operands<'a> {
+    a: &'a [f32],
+    b: &'a [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    layout: Layout,
+}
+
+/// Units are output columns. The kernel writes a column range column by column (`m` values
+/// each): straight into the output for one row, else into a column-major copy transposed after.
+fn few_rows(
+    config: &KernelConfig,
+    op: &'static str,
+    p: &Operands<'_>,
+    out: &mut [f32],
+    work: Work,
+    schedule: &dyn Schedule,
+) -> Result<(), KernelError> {
+    let kernel = config.pick(&config.kernels().skinny);
+    let body = |cols: Range<usize>, chunk: &mut [f32]| {
+        let unit = Skinny {
+            a: p.a,
+            m: p.m,
+            k: p.k,
+            n: p.n,
+            b: p.b,
+            layout: p.layout,
+            cols,
+        };
+        kernel(&unit, chunk);
+        Ok(())
+    };
+    if p.m == 1 {
+        return parallel_chunks(op, schedule, out, 1, work, &body);
+    }
+    let mut by_column = scratch(op, out.len())?;
+    parallel_chunks(op, schedule, &mut by_column, p.m, work, &body)?;
+    for (j, column) in by_column.chunks_exact(p.m).enumerate() {
+        for (r, &v) in column.iter().enumerate() {
+            out[r * p.n + j] = v;
+        }
+    }
+    Ok(())
+}
+
+/// Units are output tiles (row blocks × column blocks, row-major order). Each writes its tile
+/// into its own slot of a tile-major scratch, copied into the row-major output after.
+fn tiled(
+    config: &KernelConfig,
+    op: &'static str,
+    p: &Operands<'_>,
+    out: &mut [f32],
+    work: Work,
+    schedule: &dyn Schedule,
+) -> Result<(), KernelError> {
+    let (tm, tn) = (tile_len(p.m, TILE_ROWS, MR), tile_len(p.n, TILE_COLS, NR));
+    let col_tiles = p.n.div_ceil(tn);
+    let units = p.m.div_ceil(tm) * col_tiles;
+    let tile = tm * tn;
+    let a = Strided {
+        data: p.a,
+        row_stride: p.k,
+        col_stride: 1,
+    };
+    let b = match p.layout {
+        Layout::InOut => Strided {
+            data: p.b,
+            row_stride: p.n,
+            col_stride: 1,
+        },
+        Layout::OutIn => Strided {
+            data: p.b,
+            row_stride: 1,
+            col_stride: p.k,
+        },
+    };
+    let span = |u: usize| {
+        let (ti, tj) = (u / col_tiles, u % col_tiles);
+        (
+            ti * tm..((ti + 1) * tm).min(p.m),
+            tj * tn..((tj + 1) * tn).min(p.n),
+        )
+    };
+    // One column of tiles that divides the rows: the tile-major layout is the output's own.
+    let direct = col_tiles == 1 && p.m % tm == 0;
+    let slot_len = if direct { tm * p.n } else { tile };
+    let kernel = config.pick(&config.kernels().gemm);
+    let body = |range: Range<usize>, chunk: &mut [f32]| {
+        let mut pack = scratch(op, pack_len(tm, tn, p.k))?;
+        for (u, slot) in range.zip(chunk.chunks_exact_mut(slot_len)) {
+            let (rows, cols) = span(u);
+            let t = GemmTile {
+                a,
+                b,
+                k: p.k,
+                rows,
+                cols,
+            };
+            kernel(&t, slot, &mut pack);
+        }
+        Ok(())
+    };
+    if direct {
+        return parallel_chunks(op, schedule, out, slot_len, work, &body);
+    }
+    let len = units.checked_mul(tile).ok_or(KernelError::Scratch {
+        op,
+        elements: usize::MAX,
+    })?;
+    let mut tiles = scratch(op, len)?;
+    parallel_chunks(op, schedule, &mut tiles, tile, work, &body)?;
+    for (u, slot) in tiles.chunks_exact(tile).enumerate() {
+        let (rows, cols) = span(u);
+        let width = cols.len();
+        for (i, r) in rows.enumerate() {
+            out[r * p.n + cols.start..r * p.n + cols.end]
+                .copy_from_slice(&slot[i * width..(i + 1) * width]);
+        }
+    }
+    Ok(())
+}
+
+/// The tile length for `len` values at most `max` long, made even across tiles and rounded up
+/// to a multiple of `align` (the micro-kernel's size).
+fn tile_len(len: usize, max: usize, align: usize) -> usize {
+    let tiles = len.div_ceil(max).max(1);
+    len.div_ceil(tiles).div_ceil(align) * align
 }

@@ -30,11 +30,11 @@ mod sdpa;
 mod tests;
 mod variants;
 
-pub use config::KernelConfig;
+pub use config::{KernelConfig, Precision};
 pub use conv::{conv2d, conv2d_with, Conv2dOptions, CONV2D_PARALLEL_MIN_WORK};
 pub use error::KernelError;
 pub use loops::exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};
-pub use matmul::{matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};
+pub use matmul::{linear, linear_with, matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};
 pub use ops::{CpuOps, OpsRef, TensorOps};
 pub use parallel::{parallel_chunks, Work};
 pub use sdpa::{

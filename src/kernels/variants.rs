@@ -1,33 +1,45 @@
 //! The inner loops of `loops/`, compiled more than once, registered, and chosen at run time
 //! through a [`KernelRegistry`]. This file only compiles and registers.
 //!
-//! Every variant runs the *same* generic source (the attention unit, the matmul rows, the conv
-//! plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
+//! Every variant runs the *same* generic source (the attention unit, the matmul tile and few-row
+//! product, the conv plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
 //! (x86_64's baseline vectors, priority 5) and `avx2` (x86_64 with `std`, priority 10,
 //! available when the CPU reports AVX2). The backends implement the same lane-wise IEEE
-//! primitives and the same fixed fold (see `simd.rs`), so every variant returns the same bits;
-//! only the speed differs. Each call looks its variant up ([`selected_kernels`]), so the
+//! primitives and the same fixed fold (see `simd.rs`), so every variant returns the same bits
+//! in the portable precision mode; only the speed differs. The native mode's loops are
+//! compiled alongside (`PerMode`): on `avx2` with a detected FMA they fuse each multiply-add,
+//! elsewhere they are the portable loops. Each call looks its variant up ([`selected_kernels`]), so the
 //! registry really decides what runs.
 
 use super::loops::attend::{attend_head, Head};
 use super::loops::conv::{conv_plane, ConvPlane};
-use super::loops::matmul::matmul_rows;
-use super::loops::simd::Scalar;
+use super::loops::gemm::{gemm_tile, GemmTile};
+use super::loops::matvec::{skinny, Skinny};
+use super::loops::simd::{Native, Scalar, Unfused};
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
 type AttendFn = fn(&Head<'_>, &mut [f32], &mut [f32]);
-type MatmulRowsFn = fn(&[f32], &[f32], usize, usize, &mut [f32]);
+type GemmFn = fn(&GemmTile<'_>, &mut [f32], &mut [f32]);
+type SkinnyFn = fn(&Skinny<'_>, &mut [f32]);
+
+/// One inner loop compiled for each precision mode; `KernelConfig` picks one.
+#[derive(Clone, Copy)]
+pub(crate) struct PerMode<F> {
+    pub portable: F,
+    pub native: F,
+}
 type ConvPlaneFn = fn(&ConvPlane<'_>, &mut [f32]);
 
-/// One compilation of the CPU inner loops: attention per (batch, head), matmul rows, and a conv
-/// output plane. Providers of [`cpu_kernels`].
+/// One compilation of the CPU inner loops: attention per (batch, head), a packed matmul tile,
+/// a few-row product's column range, and a conv output plane. Providers of [`cpu_kernels`].
 pub struct CpuKernels {
     name: &'static str,
     priority: i32,
     available: fn() -> bool,
     pub(crate) attend: AttendFn,
-    pub(crate) matmul_rows: MatmulRowsFn,
+    pub(crate) gemm: PerMode<GemmFn>,
+    pub(crate) skinny: PerMode<SkinnyFn>,
     pub(crate) conv_plane: ConvPlaneFn,
 }
 
@@ -62,9 +74,15 @@ fn portable_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
     attend_head(Scalar, h, out, scores);
 }
 
-fn portable_matmul_rows(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-    matmul_rows(a, b, k, n, out);
-}
+const PORTABLE_GEMM: PerMode<GemmFn> = PerMode {
+    portable: |t, out, pack| gemm_tile(Scalar, Unfused, t, out, pack),
+    native: |t, out, pack| gemm_tile(Scalar, Native, t, out, pack),
+};
+
+const PORTABLE_SKINNY: PerMode<SkinnyFn> = PerMode {
+    portable: |p, out| skinny(Scalar, Unfused, p, out),
+    native: |p, out| skinny(Scalar, Native, p, out),
+};
 
 fn portable_conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
     conv_plane(p, out);
@@ -79,7 +97,8 @@ impl CpuKernels {
             priority: 0,
             available: always,
             attend: portable_attend,
-            matmul_rows: portable_matmul_rows,
+            gemm: PORTABLE_GEMM,
+            skinny: PORTABLE_SKINNY,
             conv_plane: portable_conv_plane,
         }
     }
@@ -97,13 +116,24 @@ mod x86 {
         attend_head(Sse2, h, out, scores);
     }
 
+    const SSE2_GEMM: PerMode<GemmFn> = PerMode {
+        portable: |t, out, pack| gemm_tile(Sse2, Unfused, t, out, pack),
+        native: |t, out, pack| gemm_tile(Sse2, Native, t, out, pack),
+    };
+
+    const SSE2_SKINNY: PerMode<SkinnyFn> = PerMode {
+        portable: |p, out| skinny(Sse2, Unfused, p, out),
+        native: |p, out| skinny(Sse2, Native, p, out),
+    };
+
     pub(super) fn sse2() -> CpuKernels {
         CpuKernels {
             name: "sse2",
             priority: 5,
             available: always,
             attend: sse2_attend,
-            matmul_rows: portable_matmul_rows,
+            gemm: SSE2_GEMM,
+            skinny: SSE2_SKINNY,
             conv_plane: portable_conv_plane,
         }
     }
@@ -111,7 +141,7 @@ mod x86 {
     #[cfg(feature = "std")]
     mod avx2 {
         use super::*;
-        use crate::kernels::loops::simd::Avx2;
+        use crate::kernels::loops::simd::{Avx2, Avx2Fma};
 
         fn has_avx2() -> bool {
             Avx2::detect().is_some()
@@ -123,8 +153,23 @@ mod x86 {
         }
 
         #[target_feature(enable = "avx2")]
-        unsafe fn matmul_rows_avx2(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-            matmul_rows(a, b, k, n, out);
+        unsafe fn gemm_avx2(s: Avx2, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            gemm_tile(s, Unfused, t, out, pack);
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn gemm_fma(s: Avx2Fma, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            gemm_tile(s, Native, t, out, pack);
+        }
+
+        #[target_feature(enable = "avx2")]
+        unsafe fn skinny_avx2(s: Avx2, p: &Skinny<'_>, out: &mut [f32]) {
+            skinny(s, Unfused, p, out);
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn skinny_fma(s: Avx2Fma, p: &Skinny<'_>, out: &mut [f32]) {
+            skinny(s, Native, p, out);
         }
 
         #[target_feature(enable = "avx2")]
@@ -141,12 +186,39 @@ mod x86 {
             }
         }
 
-        fn matmul(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-            if has_avx2() {
-                // SAFETY: AVX2 is present (checked just above); the body is safe code.
-                unsafe { matmul_rows_avx2(a, b, k, n, out) }
-            } else {
-                matmul_rows(a, b, k, n, out);
+        fn gemm_portable(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 — the one requirement of
+                // the `target_feature` function; its body is safe code.
+                Some(s) => unsafe { gemm_avx2(s, t, out, pack) },
+                None => (SSE2_GEMM.portable)(t, out, pack),
+            }
+        }
+
+        /// Fused where the CPU has FMA; an AVX2 CPU without it is native as SSE2 is.
+        fn gemm_native(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx2Fma::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA — the
+                // requirements of the `target_feature` function; its body is safe code.
+                Some(s) => unsafe { gemm_fma(s, t, out, pack) },
+                None => (SSE2_GEMM.native)(t, out, pack),
+            }
+        }
+
+        fn skinny_portable(p: &Skinny<'_>, out: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2; the body is safe code.
+                Some(s) => unsafe { skinny_avx2(s, p, out) },
+                None => (SSE2_SKINNY.portable)(p, out),
+            }
+        }
+
+        fn skinny_native(p: &Skinny<'_>, out: &mut [f32]) {
+            match Avx2Fma::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA; the body is
+                // safe code.
+                Some(s) => unsafe { skinny_fma(s, p, out) },
+                None => (SSE2_SKINNY.native)(p, out),
             }
         }
 
@@ -165,7 +237,14 @@ mod x86 {
                 priority: 10,
                 available: has_avx2,
                 attend,
-                matmul_rows: matmul,
+                gemm: PerMode {
+                    portable: gemm_portable,
+                    native: gemm_native,
+                },
+                skinny: PerMode {
+                    portable: skinny_portable,
+                    native: skinny_native,
+                },
                 conv_plane: conv,
             }
         }

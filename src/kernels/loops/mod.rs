@@ -4,8 +4,10 @@
 //! * [`simd`] — the lane contract and its backends (plain Rust, SSE2, AVX2);
 //! * [`lanes`] — the fixed-order dot products, sums and accumulations built on it;
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
-//! * [`attend`], [`matmul`], [`conv`] — one unit of each kernel: a (batch, head) of attention,
-//!   rows of a product, an output plane of a convolution.
+//! * [`attend`], [`conv`] — one unit of each kernel: a (batch, head) of attention, an output
+//!   plane of a convolution;
+//! * [`gemm`] — a packed, register-blocked output tile of a matrix product;
+//! * [`matvec`] — a column range of a product with few rows (a decode step's matvec).
 //!
 //! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
 //! `kernels/variants.rs` compiles these loops once per backend and registers the results.
@@ -13,6 +15,7 @@
 pub(crate) mod attend;
 pub(crate) mod conv;
 pub(crate) mod exp;
+pub(crate) mod gemm;
 pub(crate) mod lanes;
-pub(crate) mod matmul;
+pub(crate) mod matvec;
 pub(crate) mod simd;
