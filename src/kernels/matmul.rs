@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use super::config::KernelConfig;
 use super::error::scratch;
-use super::loops::gemm::{pack_len, GemmTile, Strided, MR, NR};
+use super::loops::gemm::{pack_len, GemmTile, Strided, MAX_MR, MAX_NR};
 use super::loops::matvec::{Layout, Skinny};
 use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
@@ -221,7 +221,10 @@ fn tiled(
     work: Work,
     schedule: &dyn Schedule,
 ) -> Result<(), KernelError> {
-    let (tm, tn) = (tile_len(p.m, TILE_ROWS, MR), tile_len(p.n, TILE_COLS, NR));
+    let (tm, tn) = (
+        tile_len(p.m, TILE_ROWS, MAX_MR),
+        tile_len(p.n, TILE_COLS, MAX_NR),
+    );
     let col_tiles = p.n.div_ceil(tn);
     let units = p.m.div_ceil(tm) * col_tiles;
     let tile = tm * tn;

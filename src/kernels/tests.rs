@@ -90,7 +90,7 @@ fn the_registry_holds_every_backend_compiled_for_this_target() {
     let names: Vec<&str> = providers.iter().map(|p| p.name()).collect();
     let mut expected = vec![];
     if cfg!(all(target_arch = "x86_64", feature = "std")) {
-        expected.push("avx2");
+        expected.extend(["avx512", "avx2"]);
     }
     if cfg!(target_arch = "x86_64") {
         expected.push("sse2");
@@ -105,7 +105,9 @@ fn the_registry_holds_every_backend_compiled_for_this_target() {
 #[test]
 fn the_avx2_variant_is_selected_when_built_for_avx2() {
     assert!(super::loops::simd::Avx2::detect().is_some());
-    assert_eq!(super::selected_kernels().name(), "avx2");
+    let avx512 = super::loops::gemm_avx512::Avx512::detect(super::loops::gemm_avx512::Step::Fused);
+    let want = if avx512.is_some() { "avx512" } else { "avx2" };
+    assert_eq!(super::selected_kernels().name(), want);
 }
 
 #[test]

@@ -13,7 +13,7 @@
 
 use super::loops::attend::{attend_head, Head};
 use super::loops::conv::{conv_plane, ConvPlane};
-use super::loops::gemm::{gemm_tile, GemmTile};
+use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
 use super::loops::matvec::{skinny, Skinny};
 use super::loops::simd::{Native, Scalar, Unfused};
 use crate::registry::{KernelProvider, KernelRegistry};
@@ -75,8 +75,28 @@ fn portable_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
 }
 
 const PORTABLE_GEMM: PerMode<GemmFn> = PerMode {
-    portable: |t, out, pack| gemm_tile(Scalar, Unfused, t, out, pack),
-    native: |t, out, pack| gemm_tile(Scalar, Native, t, out, pack),
+    portable: |t, out, pack| {
+        gemm_tile(
+            Vectors {
+                s: Scalar,
+                mode: Unfused,
+            },
+            t,
+            out,
+            pack,
+        )
+    },
+    native: |t, out, pack| {
+        gemm_tile(
+            Vectors {
+                s: Scalar,
+                mode: Native,
+            },
+            t,
+            out,
+            pack,
+        )
+    },
 };
 
 const PORTABLE_SKINNY: PerMode<SkinnyFn> = PerMode {
@@ -117,8 +137,28 @@ mod x86 {
     }
 
     const SSE2_GEMM: PerMode<GemmFn> = PerMode {
-        portable: |t, out, pack| gemm_tile(Sse2, Unfused, t, out, pack),
-        native: |t, out, pack| gemm_tile(Sse2, Native, t, out, pack),
+        portable: |t, out, pack| {
+            gemm_tile(
+                Vectors {
+                    s: Sse2,
+                    mode: Unfused,
+                },
+                t,
+                out,
+                pack,
+            )
+        },
+        native: |t, out, pack| {
+            gemm_tile(
+                Vectors {
+                    s: Sse2,
+                    mode: Native,
+                },
+                t,
+                out,
+                pack,
+            )
+        },
     };
 
     const SSE2_SKINNY: PerMode<SkinnyFn> = PerMode {
@@ -141,6 +181,7 @@ mod x86 {
     #[cfg(feature = "std")]
     mod avx2 {
         use super::*;
+        use crate::kernels::loops::gemm_avx512::{Avx512, Step};
         use crate::kernels::loops::simd::{Avx2, Avx2Fma};
 
         fn has_avx2() -> bool {
@@ -154,12 +195,12 @@ mod x86 {
 
         #[target_feature(enable = "avx2")]
         unsafe fn gemm_avx2(s: Avx2, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
-            gemm_tile(s, Unfused, t, out, pack);
+            gemm_tile(Vectors { s, mode: Unfused }, t, out, pack);
         }
 
         #[target_feature(enable = "avx2,fma")]
         unsafe fn gemm_fma(s: Avx2Fma, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
-            gemm_tile(s, Native, t, out, pack);
+            gemm_tile(Vectors { s, mode: Native }, t, out, pack);
         }
 
         #[target_feature(enable = "avx2")]
@@ -231,6 +272,38 @@ mod x86 {
             }
         }
 
+        fn has_avx512() -> bool {
+            has_avx2() && Avx512::detect(Step::Unfused).is_some()
+        }
+
+        fn gemm_avx512_portable(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx512::detect(Step::Unfused) {
+                Some(kernel) => gemm_tile(kernel, t, out, pack),
+                None => gemm_portable(t, out, pack),
+            }
+        }
+
+        fn gemm_avx512_native(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx512::detect(Step::Fused) {
+                Some(kernel) => gemm_tile(kernel, t, out, pack),
+                None => gemm_native(t, out, pack),
+            }
+        }
+
+        /// The AVX2 variant with the packed product's AVX-512 micro-kernel.
+        pub(in crate::kernels::variants) fn avx512() -> CpuKernels {
+            CpuKernels {
+                name: "avx512",
+                priority: 20,
+                available: has_avx512,
+                gemm: PerMode {
+                    portable: gemm_avx512_portable,
+                    native: gemm_avx512_native,
+                },
+                ..avx2()
+            }
+        }
+
         pub(in crate::kernels::variants) fn avx2() -> CpuKernels {
             CpuKernels {
                 name: "avx2",
@@ -251,14 +324,15 @@ mod x86 {
     }
 
     #[cfg(feature = "std")]
-    pub(super) use avx2::avx2;
+    pub(super) use avx2::{avx2, avx512};
 }
 
 static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 
 /// The registry of CPU kernel variants, filled on first use with `portable` (priority 0) and,
 /// on x86_64, `sse2` (priority 5) and, with `std`, `avx2` (priority 10, available when the CPU
-/// has AVX2).
+/// has AVX2) and `avx512` (priority 20: `avx2` with the packed product's AVX-512 micro-kernel,
+/// available when the CPU has AVX-512F too).
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
@@ -275,6 +349,8 @@ pub fn cpu_kernels() -> &'static KernelRegistry<CpuKernels> {
         registry.register(Arc::new(x86::sse2()));
         #[cfg(all(target_arch = "x86_64", feature = "std"))]
         registry.register(Arc::new(x86::avx2()));
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        registry.register(Arc::new(x86::avx512()));
         registry
     })
 }

@@ -6,7 +6,8 @@
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`attend`], [`conv`] — one unit of each kernel: a (batch, head) of attention, an output
 //!   plane of a convolution;
-//! * [`gemm`] — a packed, register-blocked output tile of a matrix product;
+//! * [`gemm`] — a packed, register-blocked output tile of a matrix product (`gemm_avx512`: its
+//!   AVX-512 micro-kernel);
 //! * [`matvec`] — a column range of a product with few rows (a decode step's matvec).
 //!
 //! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
@@ -16,6 +17,8 @@ pub(crate) mod attend;
 pub(crate) mod conv;
 pub(crate) mod exp;
 pub(crate) mod gemm;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub(crate) mod gemm_avx512;
 pub(crate) mod lanes;
 pub(crate) mod matvec;
 pub(crate) mod simd;
