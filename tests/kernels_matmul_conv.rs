@@ -81,14 +81,17 @@ fn reference_conv(
 
 /// Shapes `(rows, k, n)` that are multiples of no blocking constant: one row, the few-row path
 /// (3), a ragged micro-tile edge (7, 129), more than one `KC` slice (300), more than one column
-/// tile (1000).
-const RAGGED: [(usize, usize, usize); 6] = [
+/// tile (1000), more than one pass of the few-row path over a `[k, n]` weight (600 columns for
+/// two rows, 4100 for one).
+const RAGGED: [(usize, usize, usize); 8] = [
     (1, 129, 1000),
     (3, 7, 129),
     (7, 300, 129),
     (129, 1, 7),
     (100, 300, 1000),
     (1, 1000, 7),
+    (2, 9, 600),
+    (1, 3, 4100),
 ];
 
 fn precisions() -> [KernelConfig; 2] {

@@ -42,11 +42,11 @@ pub(crate) fn skinny<S: Simd, M: MulAdd>(s: S, mode: M, p: &Skinny<'_>, out: &mu
     while r0 < p.m {
         let rows = (p.m - r0).min(4);
         match (p.layout, rows) {
-            (Layout::InOut, 1) => in_out::<S, M, 1, 8>(s, mode, p, r0, out),
-            (Layout::InOut, 2) => in_out::<S, M, 2, 4>(s, mode, p, r0, out),
-            (Layout::InOut, 3) => in_out::<S, M, 3, 2>(s, mode, p, r0, out),
-            (Layout::InOut, _) => in_out::<S, M, 4, 2>(s, mode, p, r0, out),
-            (Layout::OutIn, 1) => out_in::<S, M, 1, 4>(s, mode, p, r0, out),
+            (Layout::InOut, 1) => in_out::<S, M, 1>(s, mode, p, r0, out),
+            (Layout::InOut, 2) => in_out::<S, M, 2>(s, mode, p, r0, out),
+            (Layout::InOut, 3) => in_out::<S, M, 3>(s, mode, p, r0, out),
+            (Layout::InOut, _) => in_out::<S, M, 4>(s, mode, p, r0, out),
+            (Layout::OutIn, 1) => out_in::<S, M, 1, 8>(s, mode, p, r0, out),
             (Layout::OutIn, 2) => out_in::<S, M, 2, 4>(s, mode, p, r0, out),
             (Layout::OutIn, 3) => out_in::<S, M, 3, 2>(s, mode, p, r0, out),
             (Layout::OutIn, _) => out_in::<S, M, 4, 2>(s, mode, p, r0, out),
@@ -55,10 +55,17 @@ pub(crate) fn skinny<S: Simd, M: MulAdd>(s: S, mode: M, p: &Skinny<'_>, out: &mu
     }
 }
 
-/// Rows `r0..r0 + R` against a `[k, n]` weight: `H` vectors of columns at a time, then single
-/// vectors, then single columns (one value at a time, rounded as a lane is).
+/// Columns a pass over a `[k, n]` weight covers, into accumulators on the stack: each row of
+/// the weight is read `WIDE·4` bytes at a time, contiguous, so the prefetchers follow.
+const WIDE: usize = 512;
+/// The same for one row, whose accumulators are the output itself: a longer contiguous read
+/// per weight row (16 KiB), the accumulators still in L1.
+const WIDE_ONE_ROW: usize = 4096;
+
+/// Rows `r0..r0 + R` against a `[k, n]` weight: every output `(r, j)` is
+/// `((0 + a[r][0]·b[0][j]) + a[r][1]·b[1][j]) + …`, a pass of columns at a time.
 #[inline(always)]
-fn in_out<S: Simd, M: MulAdd, const R: usize, const H: usize>(
+fn in_out<S: Simd, M: MulAdd, const R: usize>(
     s: S,
     mode: M,
     p: &Skinny<'_>,
@@ -66,55 +73,72 @@ fn in_out<S: Simd, M: MulAdd, const R: usize, const H: usize>(
     out: &mut [f32],
 ) {
     let a: [&[f32]; R] = core::array::from_fn(|r| &p.a[(r0 + r) * p.k..(r0 + r + 1) * p.k]);
-    let mut j = p.cols.start;
-    while j + H * LANES <= p.cols.end {
-        in_out_block::<S, M, R, H>(s, mode, p, &a, j, r0, out);
-        j += H * LANES;
-    }
-    while j + LANES <= p.cols.end {
-        in_out_block::<S, M, R, 1>(s, mode, p, &a, j, r0, out);
-        j += LANES;
-    }
-    for j in j..p.cols.end {
-        for (r, a_row) in a.iter().enumerate() {
-            let mut acc = 0.0f32;
-            for (q, &x) in a_row.iter().enumerate() {
-                acc = mode.step1(s, acc, x, p.b[q * p.n + j]);
-            }
-            out[(j - p.cols.start) * p.m + r0 + r] = acc;
+    if p.m == 1 {
+        // One row: the column-major output is contiguous, so it holds the accumulators.
+        let mut j0 = 0;
+        while j0 < out.len() {
+            let width = WIDE_ONE_ROW.min(out.len() - j0);
+            let mut acc = [&mut out[j0..j0 + width]];
+            in_out_pass::<S, M, 1>(s, mode, p, &[a[0]], p.cols.start + j0, &mut acc);
+            j0 += width;
         }
+        return;
+    }
+    let mut stack = [[0.0f32; WIDE]; R];
+    let mut j0 = p.cols.start;
+    while j0 < p.cols.end {
+        let width = WIDE.min(p.cols.end - j0);
+        {
+            let mut acc: [&mut [f32]; R] = {
+                let mut rows = stack.iter_mut();
+                core::array::from_fn(|_| match rows.next() {
+                    Some(row) => &mut row[..width],
+                    None => &mut [],
+                })
+            };
+            in_out_pass::<S, M, R>(s, mode, p, &a, j0, &mut acc);
+        }
+        for (r, row) in stack.iter().enumerate() {
+            for (c, &v) in row[..width].iter().enumerate() {
+                out[(j0 + c - p.cols.start) * p.m + r0 + r] = v;
+            }
+        }
+        j0 += width;
     }
 }
 
-/// Columns `j..j + H·8` of rows `r0..r0 + R`, against a `[k, n]` weight.
+/// One pass: `acc[r][c] = (… (0 + a[r][0]·b[0][j0 + c]) …)` over every `q < k` in increasing
+/// order, for `c < acc[r].len()`; whole vectors, then single columns rounded as a lane is.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..H` unroll into registers
-fn in_out_block<S: Simd, M: MulAdd, const R: usize, const H: usize>(
+#[allow(clippy::needless_range_loop)] // index loops over `0..R` unroll into registers
+fn in_out_pass<S: Simd, M: MulAdd, const R: usize>(
     s: S,
     mode: M,
     p: &Skinny<'_>,
     a: &[&[f32]; R],
-    j: usize,
-    r0: usize,
-    out: &mut [f32],
+    j0: usize,
+    acc: &mut [&mut [f32]; R],
 ) {
-    let mut acc = [[s.zero(); H]; R];
-    for q in 0..p.k {
-        let row = &p.b[q * p.n + j..q * p.n + j + H * LANES];
-        let bv: [S::V; H] = core::array::from_fn(|h| s.load(&row[h * LANES..(h + 1) * LANES]));
-        for r in 0..R {
-            let av = s.splat(a[r][q]);
-            for h in 0..H {
-                acc[r][h] = mode.step(s, acc[r][h], av, bv[h]);
-            }
-        }
+    let width = acc[0].len();
+    let vectors = width - width % LANES;
+    for row in acc.iter_mut() {
+        row.fill(0.0);
     }
-    let mut lanes = [0.0f32; LANES];
-    for r in 0..R {
-        for h in 0..H {
-            s.store(acc[r][h], &mut lanes);
-            for (l, &v) in lanes.iter().enumerate() {
-                out[(j + h * LANES + l - p.cols.start) * p.m + r0 + r] = v;
+    for q in 0..p.k {
+        let b = &p.b[q * p.n + j0..q * p.n + j0 + width];
+        let av: [S::V; R] = core::array::from_fn(|r| s.splat(a[r][q]));
+        let mut c = 0;
+        while c < vectors {
+            let bv = s.load(&b[c..c + LANES]);
+            for r in 0..R {
+                let slot = &mut acc[r][c..c + LANES];
+                s.store(mode.step(s, s.load(slot), av[r], bv), slot);
+            }
+            c += LANES;
+        }
+        for c in vectors..width {
+            for r in 0..R {
+                acc[r][c] = mode.step1(s, acc[r][c], a[r][q], b[c]);
             }
         }
     }
