@@ -474,6 +474,50 @@ fn conv2d_is_bit_identical_under_every_schedule() {
 }
 
 #[test]
+fn conv2d_is_bit_identical_under_every_schedule_in_both_precisions_across_tiles() {
+    // 750 pixels: two column tiles; 13 output channels: a ragged micro-tile; 27 taps.
+    let input = uniform(&[2, 3, 30, 25], 30);
+    let weight = uniform(&[13, 3, 3, 3], 31);
+    let bias = uniform(&[13], 32);
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [1, 1],
+    };
+    for config in precisions() {
+        let want = conv2d_with(&config, &input, &weight, Some(&bias), &o, &Sequential).unwrap();
+        for s in &all_schedules() {
+            let got = conv2d_with(&config, &input, &weight, Some(&bias), &o, s.as_ref()).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} {:?}",
+                s.name(),
+                config.precision()
+            );
+        }
+    }
+}
+
+#[test]
+fn conv2d_with_a_one_by_one_kernel_is_the_weight_times_the_input_bit_for_bit() {
+    let (c, h, w, oc) = (5, 7, 9, 11);
+    let input = uniform(&[1, c, h, w], 33);
+    let weight = uniform(&[oc, c, 1, 1], 34);
+    let conv = conv2d(
+        &input,
+        &weight,
+        None,
+        &Conv2dOptions::default(),
+        &Sequential,
+    )
+    .unwrap();
+    let w2 = Tensor::new(vec![oc, c], weight.data().to_vec()).unwrap();
+    let x2 = Tensor::new(vec![c, h * w], input.data().to_vec()).unwrap();
+    let product = matmul(&w2, &x2, &Sequential).unwrap();
+    assert_eq!(conv.to_bits(), product.to_bits());
+}
+
+#[test]
 fn conv2d_matches_the_f64_reference() {
     for (ishape, wshape, o, with_bias) in conv_cases() {
         let input = uniform(&ishape, 4);

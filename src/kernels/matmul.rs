@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use super::config::KernelConfig;
 use super::error::scratch;
-use super::loops::gemm::{pack_len, GemmTile, Strided, MAX_MR, MAX_NR};
+use super::loops::gemm::{pack_len, GemmTile, Source, Strided, MAX_MR, MAX_NR};
 use super::loops::matvec::{Layout, Skinny};
 use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
@@ -211,8 +211,7 @@ fn few_rows(
     Ok(())
 }
 
-/// Units are output tiles (row blocks × column blocks, row-major order). Each writes its tile
-/// into its own slot of a tile-major scratch, copied into the row-major output after.
+/// The matrix product's tiles: `b` in either layout, read in place.
 fn tiled(
     config: &KernelConfig,
     op: &'static str,
@@ -221,19 +220,12 @@ fn tiled(
     work: Work,
     schedule: &dyn Schedule,
 ) -> Result<(), KernelError> {
-    let (tm, tn) = (
-        tile_len(p.m, TILE_ROWS, MAX_MR),
-        tile_len(p.n, TILE_COLS, MAX_NR),
-    );
-    let col_tiles = p.n.div_ceil(tn);
-    let units = p.m.div_ceil(tm) * col_tiles;
-    let tile = tm * tn;
     let a = Strided {
         data: p.a,
         row_stride: p.k,
         col_stride: 1,
     };
-    let b = match p.layout {
+    let b = Source::Strided(match p.layout {
         Layout::InOut => Strided {
             data: p.b,
             row_stride: p.n,
@@ -244,30 +236,75 @@ fn tiled(
             row_stride: 1,
             col_stride: p.k,
         },
+    });
+    let product = Tiled {
+        batches: 1,
+        m: p.m,
+        n: p.n,
+        k: p.k,
+        tile: &|_, rows, cols| GemmTile {
+            a,
+            b,
+            k: p.k,
+            rows,
+            cols,
+            init: None,
+        },
     };
+    run_tiles(config, op, &product, out, work, schedule)
+}
+
+/// `batches` products of `m × n` outputs (one `[batches, m, n]` row-major output) with an inner
+/// dimension `k`; `tile(batch, rows, cols)` is the tile of a batch's product.
+pub(super) struct Tiled<'a> {
+    pub batches: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    #[allow(clippy::type_complexity)] // one closure, named by the field's doc
+    pub tile: &'a (dyn Fn(usize, Range<usize>, Range<usize>) -> GemmTile<'a> + Sync),
+}
+
+/// Runs a [`Tiled`] product. Units are output tiles (batch, row block, column block, in that
+/// order), each written into its own slot of a tile-major scratch copied into the row-major
+/// output after — or straight into the output when one column of tiles divides the rows (then
+/// the two layouts are the same).
+pub(super) fn run_tiles(
+    config: &KernelConfig,
+    op: &'static str,
+    p: &Tiled<'_>,
+    out: &mut [f32],
+    work: Work,
+    schedule: &dyn Schedule,
+) -> Result<(), KernelError> {
+    if p.batches == 0 || p.m == 0 || p.n == 0 {
+        return Ok(());
+    }
+    let (tm, tn) = (
+        tile_len(p.m, TILE_ROWS, MAX_MR),
+        tile_len(p.n, TILE_COLS, MAX_NR),
+    );
+    let (row_tiles, col_tiles) = (p.m.div_ceil(tm), p.n.div_ceil(tn));
+    let per_batch = row_tiles * col_tiles;
+    let units = p.batches * per_batch;
+    let tile = tm * tn;
     let span = |u: usize| {
-        let (ti, tj) = (u / col_tiles, u % col_tiles);
+        let (batch, rest) = (u / per_batch, u % per_batch);
+        let (ti, tj) = (rest / col_tiles, rest % col_tiles);
         (
+            batch,
             ti * tm..((ti + 1) * tm).min(p.m),
             tj * tn..((tj + 1) * tn).min(p.n),
         )
     };
-    // One column of tiles that divides the rows: the tile-major layout is the output's own.
     let direct = col_tiles == 1 && p.m % tm == 0;
     let slot_len = if direct { tm * p.n } else { tile };
     let kernel = config.pick(&config.kernels().gemm);
     let body = |range: Range<usize>, chunk: &mut [f32]| {
         let mut pack = scratch(op, pack_len(tm, tn, p.k))?;
         for (u, slot) in range.zip(chunk.chunks_exact_mut(slot_len)) {
-            let (rows, cols) = span(u);
-            let t = GemmTile {
-                a,
-                b,
-                k: p.k,
-                rows,
-                cols,
-            };
-            kernel(&t, slot, &mut pack);
+            let (batch, rows, cols) = span(u);
+            kernel(&(p.tile)(batch, rows, cols), slot, &mut pack);
         }
         Ok(())
     };
@@ -281,11 +318,11 @@ fn tiled(
     let mut tiles = scratch(op, len)?;
     parallel_chunks(op, schedule, &mut tiles, tile, work, &body)?;
     for (u, slot) in tiles.chunks_exact(tile).enumerate() {
-        let (rows, cols) = span(u);
+        let (batch, rows, cols) = span(u);
         let width = cols.len();
         for (i, r) in rows.enumerate() {
-            out[r * p.n + cols.start..r * p.n + cols.end]
-                .copy_from_slice(&slot[i * width..(i + 1) * width]);
+            let at = (batch * p.m + r) * p.n;
+            out[at + cols.start..at + cols.end].copy_from_slice(&slot[i * width..(i + 1) * width]);
         }
     }
     Ok(())

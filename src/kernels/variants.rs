@@ -1,8 +1,8 @@
 //! The inner loops of `loops/`, compiled more than once, registered, and chosen at run time
 //! through a [`KernelRegistry`]. This file only compiles and registers.
 //!
-//! Every variant runs the *same* generic source (the attention unit, the matmul tile and few-row
-//! product, the conv plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
+//! Every variant runs the *same* generic source (the attention unit, the packed product's tile,
+//! the few-row product) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
 //! (x86_64's baseline vectors, priority 5) and `avx2` (x86_64 with `std`, priority 10,
 //! available when the CPU reports AVX2). The backends implement the same lane-wise IEEE
 //! primitives and the same fixed fold (see `simd.rs`), so every variant returns the same bits
@@ -12,7 +12,6 @@
 //! registry really decides what runs.
 
 use super::loops::attend::{attend_head, Head};
-use super::loops::conv::{conv_plane, ConvPlane};
 use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
 use super::loops::matvec::{skinny, Skinny};
 use super::loops::simd::{Native, Scalar, Unfused};
@@ -29,10 +28,10 @@ pub(crate) struct PerMode<F> {
     pub portable: F,
     pub native: F,
 }
-type ConvPlaneFn = fn(&ConvPlane<'_>, &mut [f32]);
 
-/// One compilation of the CPU inner loops: attention per (batch, head), a packed matmul tile,
-/// a few-row product's column range, and a conv output plane. Providers of [`cpu_kernels`].
+/// One compilation of the CPU inner loops: attention per (batch, head), a packed product's
+/// output tile (matmul, linear and conv2d), and a few-row product's column range. Providers of
+/// [`cpu_kernels`].
 pub struct CpuKernels {
     name: &'static str,
     priority: i32,
@@ -40,7 +39,6 @@ pub struct CpuKernels {
     pub(crate) attend: AttendFn,
     pub(crate) gemm: PerMode<GemmFn>,
     pub(crate) skinny: PerMode<SkinnyFn>,
-    pub(crate) conv_plane: ConvPlaneFn,
 }
 
 impl core::fmt::Debug for CpuKernels {
@@ -104,10 +102,6 @@ const PORTABLE_SKINNY: PerMode<SkinnyFn> = PerMode {
     native: |p, out| skinny(Scalar, Native, p, out),
 };
 
-fn portable_conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
-    conv_plane(p, out);
-}
-
 impl CpuKernels {
     /// The plain-Rust variant (the reference every other variant is bit-identical to);
     /// available everywhere.
@@ -119,7 +113,6 @@ impl CpuKernels {
             attend: portable_attend,
             gemm: PORTABLE_GEMM,
             skinny: PORTABLE_SKINNY,
-            conv_plane: portable_conv_plane,
         }
     }
 }
@@ -174,7 +167,6 @@ mod x86 {
             attend: sse2_attend,
             gemm: SSE2_GEMM,
             skinny: SSE2_SKINNY,
-            conv_plane: portable_conv_plane,
         }
     }
 
@@ -211,11 +203,6 @@ mod x86 {
         #[target_feature(enable = "avx2,fma")]
         unsafe fn skinny_fma(s: Avx2Fma, p: &Skinny<'_>, out: &mut [f32]) {
             skinny(s, Native, p, out);
-        }
-
-        #[target_feature(enable = "avx2")]
-        unsafe fn conv_plane_avx2(p: &ConvPlane<'_>, out: &mut [f32]) {
-            conv_plane(p, out);
         }
 
         fn attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
@@ -260,15 +247,6 @@ mod x86 {
                 // safe code.
                 Some(s) => unsafe { skinny_fma(s, p, out) },
                 None => (SSE2_SKINNY.native)(p, out),
-            }
-        }
-
-        fn conv(p: &ConvPlane<'_>, out: &mut [f32]) {
-            if has_avx2() {
-                // SAFETY: AVX2 is present (checked just above); the body is safe code.
-                unsafe { conv_plane_avx2(p, out) }
-            } else {
-                conv_plane(p, out);
             }
         }
 
@@ -318,7 +296,6 @@ mod x86 {
                     portable: skinny_portable,
                     native: skinny_native,
                 },
-                conv_plane: conv,
             }
         }
     }

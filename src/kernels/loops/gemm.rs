@@ -11,6 +11,7 @@
 
 use core::ops::Range;
 
+use super::conv::Im2col;
 use super::simd::{MulAdd, Simd, LANES};
 
 /// A micro-kernel: `MR × NR` accumulators, one per output element, run over a packed
@@ -42,14 +43,25 @@ pub(crate) struct Strided<'a> {
     pub col_stride: usize,
 }
 
-/// One output tile of `a · b`: `a` is `[m, k]`, `b` is `[k, n]`; the tile is `rows × cols`.
+/// Where the right operand of a product comes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// A matrix in memory.
+    Strided(Strided<'a>),
+    /// A convolution's input, read as its `[taps, pixels]` matrix.
+    Im2col(Im2col<'a>),
+}
+
+/// One output tile of `init + a · b`: `a` is `[m, k]`, `b` is `[k, n]`; the tile is
+/// `rows × cols`. Row `r` starts from `init[r]` (a convolution's bias), else from `0`.
 #[derive(Debug, Clone)]
 pub(crate) struct GemmTile<'a> {
     pub a: Strided<'a>,
-    pub b: Strided<'a>,
+    pub b: Source<'a>,
     pub k: usize,
     pub rows: Range<usize>,
     pub cols: Range<usize>,
+    pub init: Option<&'a [f32]>,
 }
 
 /// The packing buffer [`gemm_tile`] needs for a `rows × cols` tile of depth `k`, whichever
@@ -70,7 +82,14 @@ pub(crate) fn gemm_tile<K: MicroKernel>(
     let (mr, nr) = (K::MR, K::NR);
     let (tm, tn) = (t.rows.len(), t.cols.len());
     let out = &mut out[..tm * tn];
-    out.fill(0.0);
+    match t.init {
+        Some(init) => {
+            for (row, &v) in out.chunks_exact_mut(tn).zip(&init[t.rows.clone()]) {
+                row.fill(v);
+            }
+        }
+        None => out.fill(0.0),
+    }
     if t.k == 0 || tm == 0 || tn == 0 {
         return;
     }
@@ -82,9 +101,13 @@ pub(crate) fn gemm_tile<K: MicroKernel>(
         let pb = &mut pb[..tn.div_ceil(nr) * nr * kc];
         for (jp, panel) in pb.chunks_exact_mut(nr * kc).enumerate() {
             let j0 = t.cols.start + jp * nr;
-            let b = t.b;
             let valid = (t.cols.end - j0).min(nr);
-            pack_panel(nr, b.data, b.col_stride, b.row_stride, j0, valid, pc, panel);
+            match t.b {
+                Source::Strided(b) => {
+                    pack_panel(nr, b.data, b.col_stride, b.row_stride, j0, valid, pc, panel);
+                }
+                Source::Im2col(b) => b.pack(nr, j0, valid, pc, panel),
+            }
         }
         for (ip, panel) in pa.chunks_exact_mut(mr * kc).enumerate() {
             let i0 = t.rows.start + ip * mr;

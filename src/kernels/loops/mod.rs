@@ -4,10 +4,10 @@
 //! * [`simd`] — the lane contract and its backends (plain Rust, SSE2, AVX2);
 //! * [`lanes`] — the fixed-order dot products, sums and accumulations built on it;
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
-//! * [`attend`], [`conv`] — one unit of each kernel: a (batch, head) of attention, an output
-//!   plane of a convolution;
+//! * [`attend`] — one (batch, head) of attention;
 //! * [`gemm`] — a packed, register-blocked output tile of a matrix product (`gemm_avx512`: its
-//!   AVX-512 micro-kernel);
+//!   AVX-512 micro-kernel), of matmul, linear and conv2d; [`conv`] — a convolution's input
+//!   packed as that product's operand;
 //! * [`matvec`] — a column range of a product with few rows (a decode step's matvec).
 //!
 //! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
