@@ -1,6 +1,7 @@
 //! Matrix products — `a · b` ([`matmul()`]) and `x · wᵀ` ([`linear()`]) — scheduled over
 //! output tiles, or over output columns when the product has few rows.
 
+use alloc::vec::Vec;
 use core::ops::Range;
 
 use super::config::KernelConfig;
@@ -266,9 +267,8 @@ pub(super) struct Tiled<'a> {
 }
 
 /// Runs a [`Tiled`] product. Units are output tiles (batch, row block, column block, in that
-/// order), each written into its own slot of a tile-major scratch copied into the row-major
-/// output after — or straight into the output when one column of tiles divides the rows (then
-/// the two layouts are the same).
+/// order): straight into the output when one column of tiles divides the rows (the tile-major
+/// layout is then the output's own), else through a buffer per task, copied row by row.
 pub(super) fn run_tiles(
     config: &KernelConfig,
     op: &'static str,
@@ -311,21 +311,70 @@ pub(super) fn run_tiles(
     if direct {
         return parallel_chunks(op, schedule, out, slot_len, work, &body);
     }
-    let len = units.checked_mul(tile).ok_or(KernelError::Scratch {
-        op,
-        elements: usize::MAX,
-    })?;
-    let mut tiles = scratch(op, len)?;
-    parallel_chunks(op, schedule, &mut tiles, tile, work, &body)?;
-    for (u, slot) in tiles.chunks_exact(tile).enumerate() {
-        let (batch, rows, cols) = span(u);
-        let width = cols.len();
-        for (i, r) in rows.enumerate() {
-            let at = (batch * p.m + r) * p.n;
-            out[at + cols.start..at + cols.end].copy_from_slice(&slot[i * width..(i + 1) * width]);
+    // Otherwise each unit computes its tile into a buffer of its task and copies the rows
+    // into place. The units are claimed through a split of zero-sized values: it hands each
+    // unit to one task only (and fails on a schedule that runs one twice), which is what makes
+    // the tiles' writes disjoint.
+    let target = RowSegments {
+        ptr: out.as_mut_ptr(),
+        len: out.len(),
+    };
+    let mut claims = Vec::new();
+    claims
+        .try_reserve_exact(units)
+        .map_err(|_| KernelError::Scratch {
+            op,
+            elements: units,
+        })?;
+    claims.resize(units, ());
+    parallel_chunks(op, schedule, &mut claims, 1, work, &|range, _claimed| {
+        let mut buf = scratch(op, tile + pack_len(tm, tn, p.k))?;
+        let (slot, pack) = buf.split_at_mut(tile);
+        for u in range {
+            let (batch, rows, cols) = span(u);
+            let width = cols.len();
+            kernel(&(p.tile)(batch, rows.clone(), cols.clone()), slot, pack);
+            for (i, r) in rows.enumerate() {
+                let at = (batch * p.m + r) * p.n + cols.start;
+                // SAFETY: `at..at + width` is row `r`, columns `cols`, of unit `u`'s tile,
+                // inside the output (`batch < batches`, `r < m`, `cols.end <= n`). Tiles do not
+                // overlap and unit `u` was handed to this task alone (`_claimed`), so no other
+                // task reads or writes these values while the region runs; the output is
+                // borrowed mutably by this function for all of it.
+                unsafe { target.write(at, &slot[i * width..(i + 1) * width]) };
+            }
         }
+        Ok(())
+    })
+}
+
+/// The row-major output of [`run_tiles`], written by several tasks at once, each only into the
+/// row segments of the tiles it claimed.
+struct RowSegments {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: tasks only write disjoint ranges through it (see `write`), and it is used only
+// while the output it points into is mutably borrowed by `run_tiles`.
+unsafe impl Sync for RowSegments {}
+
+impl RowSegments {
+    /// Copies `src` to `out[at..at + src.len()]`.
+    ///
+    /// # Safety
+    ///
+    /// No other task may read or write that range while the copy runs.
+    unsafe fn write(&self, at: usize, src: &[f32]) {
+        let end = at.checked_add(src.len());
+        assert!(
+            end.is_some_and(|end| end <= self.len),
+            "row segment out of bounds"
+        );
+        // SAFETY: in bounds (asserted above) of the live output; the caller guarantees the
+        // range is not accessed concurrently, and `src` is a different allocation.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) }
     }
-    Ok(())
 }
 
 /// The tile length for `len` values at most `max` long, made even across tiles and rounded up

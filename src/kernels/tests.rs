@@ -214,6 +214,20 @@ fn matmul_variants_agree_on_ragged_inner_and_outer_sizes() {
     matmul_parity(&tensor(&[1, 2], 17), &tensor(&[2, 1], 18));
 }
 
+/// Two row tiles of 60 rows that do not divide the 100 rows: each task copies its tiles' rows
+/// into the shared output (the `unsafe` row-segment writes), here from two threads.
+#[cfg(feature = "parallel")]
+#[test]
+fn tiles_copied_in_from_two_threads_give_the_sequential_bits() {
+    let (a, b) = (tensor(&[100, 5], 29), tensor(&[5, 40], 30));
+    let config = portable().with_min_parallel_work(0);
+    let two = crate::dedicated(2).unwrap();
+    assert_eq!(
+        matmul_with(&config, &a, &b, &two).unwrap().to_bits(),
+        matmul_with(&config, &a, &b, &Sequential).unwrap().to_bits()
+    );
+}
+
 #[test]
 fn linear_variants_agree_on_both_paths() {
     // One and three rows: the lane-order dot products, with a ragged chunk (k = 11) and a
