@@ -280,10 +280,7 @@ pub(super) fn run_tiles(
     if p.batches == 0 || p.m == 0 || p.n == 0 {
         return Ok(());
     }
-    let (tm, tn) = (
-        tile_len(p.m, TILE_ROWS, MAX_MR),
-        tile_len(p.n, TILE_COLS, MAX_NR),
-    );
+    let (tm, tn) = tile_shape(p, schedule.parallelism());
     let (row_tiles, col_tiles) = (p.m.div_ceil(tm), p.n.div_ceil(tn));
     let per_batch = row_tiles * col_tiles;
     let units = p.batches * per_batch;
@@ -374,6 +371,29 @@ impl RowSegments {
         // SAFETY: in bounds (asserted above) of the live output; the caller guarantees the
         // range is not accessed concurrently, and `src` is a different allocation.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) }
+    }
+}
+
+/// The tile of a product: up to `TILE_ROWS × TILE_COLS`, smaller (rows first, down to a
+/// quarter, then columns) until every batch holds at least four tiles per worker, so that the
+/// tasks' shares stay even. The bits do not depend on the tiles, so this may follow the
+/// schedule.
+fn tile_shape(p: &Tiled<'_>, parallelism: usize) -> (usize, usize) {
+    let want = parallelism.saturating_mul(4);
+    let (mut rows, mut cols) = (TILE_ROWS, TILE_COLS);
+    loop {
+        let (tm, tn) = (tile_len(p.m, rows, MAX_MR), tile_len(p.n, cols, MAX_NR));
+        let units = p.m.div_ceil(tm).saturating_mul(p.n.div_ceil(tn));
+        if p.batches.saturating_mul(units) >= want {
+            return (tm, tn);
+        }
+        if rows > TILE_ROWS / 4 {
+            rows /= 2;
+        } else if cols > TILE_COLS / 4 {
+            cols /= 2;
+        } else {
+            return (tm, tn);
+        }
     }
 }
 
