@@ -3,7 +3,8 @@
 //! one fused instruction (the native mode's step), on twelve independent 8-lane (AVX2) or 24
 //! 16-lane (AVX-512) accumulators — more than the latency of either times its throughput — with
 //! no memory traffic. Criterion's throughput is in multiply-adds (elements) per second; the
-//! matmul bench divided by it is the kernels' share of the core's peak. Inline assembly: the
+//! matmul bench divided by it is the kernels' share of the core's peak. `read_bandwidth` streams
+//! 128 MiB once per iteration (bytes per second): the ceiling of the one-row products. Inline assembly: the
 //! compiler would hoist or merge the loop-invariant products of intrinsics, and AVX-512's
 //! intrinsics are newer than the crate's minimum Rust.
 //! `cargo bench --bench peak`.
@@ -179,6 +180,40 @@ mod x86_512 {
     }
 }
 
+/// Bytes the read-bandwidth bench streams: 128 MiB, far above the last-level cache, like a
+/// decode step's vocabulary projection (113 MB).
+const STREAM_BYTES: usize = 128 << 20;
+
+/// The sum of `xs` over four independent 8-lane accumulators (AVX2), named so they stay in
+/// registers: one core's read bandwidth from memory, what the one-row products are measured
+/// against.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_sum(xs: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let (mut a0, mut a1, mut a2, mut a3) = (
+        _mm256_setzero_ps(),
+        _mm256_setzero_ps(),
+        _mm256_setzero_ps(),
+        _mm256_setzero_ps(),
+    );
+    for block in xs.chunks_exact(32) {
+        let p = block.as_ptr();
+        // SAFETY: `block` holds 32 values: the four 8-value loads stay inside it.
+        unsafe {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p.add(8)));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p.add(16)));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p.add(24)));
+        }
+    }
+    let total = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    let mut out = [0.0f32; 8];
+    // SAFETY: `out` holds 8 values.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
+    out.iter().sum()
+}
+
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("peak/one_core");
     group
@@ -208,6 +243,19 @@ fn bench(c: &mut Criterion) {
             ));
         group.bench_function("mul_add", |b| b.iter(x86_512::mul_add));
         group.bench_function("fma", |b| b.iter(x86_512::fma));
+        group.finish();
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        let xs: Vec<f32> = (0..STREAM_BYTES / 4).map(|i| (i % 7) as f32).collect();
+        let mut group = c.benchmark_group("peak/read_bandwidth_one_core");
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(2))
+            .throughput(Throughput::Bytes(STREAM_BYTES as u64));
+        // SAFETY: AVX2 was detected just above.
+        group.bench_function("sum", |b| b.iter(|| unsafe { stream_sum(&xs) }));
         group.finish();
     }
 }

@@ -258,25 +258,25 @@ fn linear_rejects_a_scalar_input() {
 
 /// `-(1 + 2⁻¹¹) + x·x` with `x = 1 + 2⁻¹²`: `x·x` rounds to `1 + 2⁻¹¹` (its `2⁻²⁴` is a tie to
 /// even), so two roundings give `0`; one gives `2⁻²⁴`. The pair sits at inner indices 0 and
-/// 8, the same lane of the lane order, so every path meets it in one accumulator.
+/// 32, the same accumulator of every path (32, 16 or 8 lanes, or one sequential sum).
 fn cancelling_pair(rows: usize, n: usize) -> (Tensor, Tensor, Tensor) {
     let x = 1.0 + f32::powi(2.0, -12);
-    let k = 9;
+    let k = 33;
     let a = Tensor::from_fn(vec![rows, k], |i| match i % k {
         0 => -(1.0 + f32::powi(2.0, -11)),
-        8 => x,
+        32 => x,
         _ => 0.0,
     })
     .unwrap();
     let b = Tensor::from_fn(vec![k, n], |i| match i / n {
         0 => 1.0,
-        8 => x,
+        32 => x,
         _ => 0.0,
     })
     .unwrap();
     let w = Tensor::from_fn(vec![n, k], |i| match i % k {
         0 => 1.0,
-        8 => x,
+        32 => x,
         _ => 0.0,
     })
     .unwrap();

@@ -85,10 +85,10 @@ pub fn matmul_with(
 /// without a transposed copy: an output of shape `[.., n]`.
 ///
 /// With more than four rows this is [`matmul()`]'s tiled product, in its order. With at most
-/// four (a decode step) every output is a dot product of two contiguous rows, in the lane order
-/// of the attention kernel's dot products (eight accumulators, element `p` in lane `p % 8`, a
-/// fixed fold), split over output columns so one row still runs on every worker. Either way the
-/// order depends only on the shapes: bit-identical under every schedule.
+/// four (a decode step) every output is a dot product of two contiguous rows in lanes (for one
+/// row: 32 accumulators, element `p` in lane `p % 32`; for two: 16; for three or four: 8; each
+/// a fixed fold), split over output columns so one row still runs on every worker. Either way
+/// the order depends only on the shapes: bit-identical under every schedule.
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model

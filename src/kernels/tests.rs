@@ -234,6 +234,10 @@ fn linear_variants_agree_on_both_paths() {
     // column count (n = 7) that is no multiple of the four dot products done at once.
     linear_parity(&tensor(&[1, 11], 19), &tensor(&[7, 11], 20));
     linear_parity(&tensor(&[3, 11], 21), &tensor(&[7, 11], 22));
+    // k = 75: nine whole chunks — two groups of four accumulator vectors (one row) or four
+    // of two (two rows), one chunk left over — and a ragged one.
+    linear_parity(&tensor(&[1, 75], 31), &tensor(&[3, 75], 32));
+    linear_parity(&tensor(&[2, 75], 33), &tensor(&[3, 75], 34));
     // Seven rows: the packed tiles, reading the weight along its rows.
     linear_parity(&tensor(&[7, 11], 23), &tensor(&[5, 11], 24));
 }

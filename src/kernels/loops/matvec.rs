@@ -4,9 +4,11 @@
 //! The order of an element's reduction depends on where the weight lies:
 //! * `[k, n]` (`x · W`): `((0 + a₀·b₀) + a₁·b₁) + …` in increasing inner index, the order of
 //!   the packed product in [`gemm`](super::gemm), vectorised over output columns;
-//! * `[n, k]` (`x · Wᵀ`, how checkpoints store a linear layer): the lane order of
-//!   [`simd`](super::simd) — eight accumulators, element `p` to lane `p % 8`, a zero-padded
-//!   ragged chunk, the fixed fold — because each output is a dot product of two contiguous rows.
+//! * `[n, k]` (`x · Wᵀ`, how checkpoints store a linear layer): each output is a dot product of
+//!   two contiguous rows, in lanes — chunk `q` of 8 values to accumulator vector `q % U`
+//!   (`U` = 4 for one row, 2 for two, 1 for three or four), element `p` to lane `p % 8`, a
+//!   zero-padded ragged chunk, the vectors added in a fixed tree, then the fixed lane fold of
+//!   [`simd`](super::simd) (see `out_in_dots`).
 
 use core::ops::Range;
 
@@ -46,10 +48,10 @@ pub(crate) fn skinny<S: Simd, M: MulAdd>(s: S, mode: M, p: &Skinny<'_>, out: &mu
             (Layout::InOut, 2) => in_out::<S, M, 2>(s, mode, p, r0, out),
             (Layout::InOut, 3) => in_out::<S, M, 3>(s, mode, p, r0, out),
             (Layout::InOut, _) => in_out::<S, M, 4>(s, mode, p, r0, out),
-            (Layout::OutIn, 1) => out_in::<S, M, 1, 8>(s, mode, p, r0, out),
-            (Layout::OutIn, 2) => out_in::<S, M, 2, 4>(s, mode, p, r0, out),
-            (Layout::OutIn, 3) => out_in::<S, M, 3, 2>(s, mode, p, r0, out),
-            (Layout::OutIn, _) => out_in::<S, M, 4, 2>(s, mode, p, r0, out),
+            (Layout::OutIn, 1) => out_in::<S, M, 1, OUT_IN_C, OUT_IN_U>(s, mode, p, r0, out),
+            (Layout::OutIn, 2) => out_in::<S, M, 2, 2, 2>(s, mode, p, r0, out),
+            (Layout::OutIn, 3) => out_in::<S, M, 3, 2, 1>(s, mode, p, r0, out),
+            (Layout::OutIn, _) => out_in::<S, M, 4, 2, 1>(s, mode, p, r0, out),
         }
         r0 += rows;
     }
@@ -146,7 +148,7 @@ fn in_out_pass<S: Simd, M: MulAdd, const R: usize>(
 
 /// Rows `r0..r0 + R` against an `[n, k]` weight: dot products of `C` weight rows at a time.
 #[inline(always)]
-fn out_in<S: Simd, M: MulAdd, const R: usize, const C: usize>(
+fn out_in<S: Simd, M: MulAdd, const R: usize, const C: usize, const U: usize>(
     s: S,
     mode: M,
     p: &Skinny<'_>,
@@ -156,12 +158,12 @@ fn out_in<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     let a: [&[f32]; R] = core::array::from_fn(|r| &p.a[(r0 + r) * p.k..(r0 + r + 1) * p.k]);
     let mut j = p.cols.start;
     while j + C <= p.cols.end {
-        let dots = out_in_dots::<S, M, R, C>(s, mode, &a, &p.b[j * p.k..(j + C) * p.k], p.k);
+        let dots = out_in_dots::<S, M, R, C, U>(s, mode, &a, &p.b[j * p.k..(j + C) * p.k], p.k);
         store_dots(p, &dots, j, r0, out);
         j += C;
     }
     for j in j..p.cols.end {
-        let dots = out_in_dots::<S, M, R, 1>(s, mode, &a, &p.b[j * p.k..(j + 1) * p.k], p.k);
+        let dots = out_in_dots::<S, M, R, 1, U>(s, mode, &a, &p.b[j * p.k..(j + 1) * p.k], p.k);
         store_dots(p, &dots, j, r0, out);
     }
 }
@@ -181,10 +183,20 @@ fn store_dots<const R: usize, const C: usize>(
     }
 }
 
-/// `R × C` dot products of `a[r]` with the rows `w[t·k..][..k]`, in the lane order.
+/// One row against an `[n, k]` weight: `OUT_IN_C` weight rows at a time, each with `OUT_IN_U`
+/// accumulator vectors, so the weight is read as few long streams with several additions in
+/// flight each (a decode step's projection is bound by the read bandwidth).
+const OUT_IN_C: usize = 1;
+const OUT_IN_U: usize = 4;
+
+/// `R × C` dot products of `a[r]` with the rows `w[t·k..][..k]`: chunk `q` of 8 values
+/// (`p / 8`, the ragged last one zero-padded) goes to accumulator vector `q % U`, element `p`
+/// to its lane `p % 8`, in increasing `q`; the `U` vectors then add as `((v0 + v1) + (v2 + v3))`
+/// (`v0 + v1` for two, `v0` for one) and the lanes fold in the fixed tree of
+/// [`simd`](super::simd). With `U = 1` this is the attention kernel's lane order.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..C` unroll into registers
-fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize>(
+#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..C`, `0..U` unroll into registers
+fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize, const U: usize>(
     s: S,
     mode: M,
     a: &[&[f32]; R],
@@ -194,31 +206,53 @@ fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     let full = k - k % LANES;
     let wf: [&[f32]; C] = core::array::from_fn(|t| &w[t * k..t * k + full]);
     let af: [&[f32]; R] = core::array::from_fn(|r| &a[r][..full]);
-    let mut acc = [[s.zero(); C]; R];
+    let mut acc = [[[s.zero(); U]; C]; R];
     let mut c = 0;
+    while c + U * LANES <= full {
+        for u in 0..U {
+            let at = c + u * LANES;
+            let wv: [S::V; C] = core::array::from_fn(|t| s.load(&wf[t][at..at + LANES]));
+            for r in 0..R {
+                let xv = s.load(&af[r][at..at + LANES]);
+                for t in 0..C {
+                    acc[r][t][u] = mode.step(s, acc[r][t][u], xv, wv[t]);
+                }
+            }
+        }
+        c += U * LANES;
+    }
+    // The chunks left after whole groups of `U` continue at accumulator 0.
+    let mut u = 0;
     while c + LANES <= full {
         let wv: [S::V; C] = core::array::from_fn(|t| s.load(&wf[t][c..c + LANES]));
         for r in 0..R {
             let xv = s.load(&af[r][c..c + LANES]);
             for t in 0..C {
-                acc[r][t] = mode.step(s, acc[r][t], xv, wv[t]);
+                acc[r][t][u] = mode.step(s, acc[r][t][u], xv, wv[t]);
             }
         }
         c += LANES;
+        u += 1;
     }
     if full < k {
         let wv: [S::V; C] = core::array::from_fn(|t| s.load_tail(&w[t * k..(t + 1) * k]));
         for r in 0..R {
             let xv = s.load_tail(a[r]);
             for t in 0..C {
-                acc[r][t] = mode.step(s, acc[r][t], xv, wv[t]);
+                acc[r][t][u] = mode.step(s, acc[r][t][u], xv, wv[t]);
             }
         }
     }
     let mut out = [[0.0f32; C]; R];
     for r in 0..R {
         for t in 0..C {
-            out[r][t] = s.fold(acc[r][t]);
+            let v = &acc[r][t];
+            let joined = match U {
+                1 => v[0],
+                2 => s.add(v[0], v[1]),
+                _ => s.add(s.add(v[0], v[1]), s.add(v[2], v[3])),
+            };
+            out[r][t] = s.fold(joined);
         }
     }
     out
