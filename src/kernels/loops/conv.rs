@@ -1,6 +1,8 @@
 //! A convolution as a packed product, without an im2col copy: the packing of
 //! [`gemm`](super::gemm) reads the `[taps, pixels]` operand straight from the input.
 
+use super::gemm::MAX_NR;
+
 /// One batch's input seen as the `[C·kH·kW, OH·OW]` matrix of a convolution: element
 /// `(tap, pixel)` is the input value under that tap at that output pixel, or `0` in the padding.
 #[derive(Debug, Clone, Copy)]
@@ -15,8 +17,8 @@ pub(crate) struct Im2col<'a> {
 }
 
 impl Im2col<'_> {
-    /// Packs the pixels `start..start + valid` (zeros up to `w`) over the taps `pc..`:
-    /// `dst[p·w + i] = self(pc + p, start + i)`; `dst.len() / w` taps.
+    /// Packs the pixels `start..start + valid` (zeros up to `w`, at most 32) over the taps
+    /// `pc..`: `dst[p·w + i] = self(pc + p, start + i)`; `dst.len() / w` taps.
     #[inline(always)]
     pub(crate) fn pack(&self, w: usize, start: usize, valid: usize, pc: usize, dst: &mut [f32]) {
         let [h, wd] = self.in_hw;
@@ -24,25 +26,33 @@ impl Im2col<'_> {
         let [sy, sx] = self.stride;
         let [py, px] = self.padding;
         let ow = self.out_hw[1];
-        for (p, step) in dst.chunks_exact_mut(w).enumerate() {
-            let tap = pc + p;
-            let (c, ky, kx) = (tap / (kh * kw), tap / kw % kh, tap % kw);
+        // Each pixel's top-left input corner, padded coordinates, computed once per panel.
+        let mut corner = [(0usize, 0usize); MAX_NR];
+        let valid = valid.min(MAX_NR);
+        for (i, c) in corner.iter_mut().enumerate().take(valid) {
+            let pixel = start + i;
+            *c = ((pixel / ow) * sy, (pixel % ow) * sx);
+        }
+        let (mut c, mut ky, mut kx) = (pc / (kh * kw), pc / kw % kh, pc % kw);
+        for step in dst.chunks_exact_mut(w) {
             let plane = &self.input[c * h * wd..(c + 1) * h * wd];
-            for (i, x) in step.iter_mut().enumerate() {
-                *x = if i < valid {
-                    let pixel = start + i;
-                    let (y, xo) = (pixel / ow, pixel % ow);
-                    // Input (iy, ix) = (y·sy + ky - py, x·sx + kx - px), zero in the padding.
-                    match (
-                        (y * sy + ky).checked_sub(py),
-                        (xo * sx + kx).checked_sub(px),
-                    ) {
-                        (Some(iy), Some(ix)) if iy < h && ix < wd => plane[iy * wd + ix],
-                        _ => 0.0,
-                    }
-                } else {
-                    0.0
+            for (x, &(y0, x0)) in step.iter_mut().zip(&corner[..valid]) {
+                // Input (iy, ix) = (y·sy + ky - py, x·sx + kx - px), zero in the padding.
+                *x = match ((y0 + ky).checked_sub(py), (x0 + kx).checked_sub(px)) {
+                    (Some(iy), Some(ix)) if iy < h && ix < wd => plane[iy * wd + ix],
+                    _ => 0.0,
                 };
+            }
+            step[valid..].fill(0.0);
+            // The next tap, in increasing (c, ky, kx).
+            kx += 1;
+            if kx == kw {
+                kx = 0;
+                ky += 1;
+                if ky == kh {
+                    ky = 0;
+                    c += 1;
+                }
             }
         }
     }
