@@ -101,11 +101,11 @@ pub use context::{
     OpsContext, Scheduled,
 };
 pub use kernels::{
-    conv2d, conv2d_with, cpu_kernels, exp, matmul, matmul_with, parallel_chunks,
-    scaled_dot_product_attention, scaled_dot_product_attention_with, selected_kernels,
-    Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef, SdpaOptions, TensorOps,
-    Work, CONV2D_PARALLEL_MIN_WORK, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
-    MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
+    conv2d, conv2d_with, cpu_kernels, exp, linear, linear_with, matmul, matmul_with,
+    parallel_chunks, scaled_dot_product_attention, scaled_dot_product_attention_with,
+    selected_kernels, Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef,
+    Precision, SdpaOptions, TensorOps, Work, CONV2D_PARALLEL_MIN_WORK, EXP_MAX_ARG,
+    EXP_MAX_REL_ERROR, EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
 };
 pub use registry::{KernelDispatch, KernelProvider, KernelRegistry};
 pub use schedule::{

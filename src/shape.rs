@@ -253,6 +253,57 @@ pub fn matmul(a: &[usize], b: &[usize]) -> Result<MatmulDims, ShapeError> {
     })
 }
 
+/// Validates `x [.., k] · wᵀ` for a weight `w [n, k]` stored as checkpoints store a linear
+/// layer (`[out, in]`): rank of `x` at least 1, leading dimensions are batch; the output is
+/// `[.., n]`.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// let dims = shape::linear(&[2, 3, 576], &[1536, 576]).unwrap();
+/// assert_eq!((dims.rows, dims.inner, dims.cols), (6, 576, 1536));
+/// assert_eq!(dims.output_shape, [2, 3, 1536]);
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`] (`x` of rank 0, `w` not of rank 2),
+/// [`ShapeError::MatmulInnerMismatch`] (the last dimensions differ), [`ShapeError::TooLarge`].
+pub fn linear(x: &[usize], w: &[usize]) -> Result<MatmulDims, ShapeError> {
+    const OP: &str = "linear";
+    let Some((&k, batch)) = x.split_last() else {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "x",
+            expected: ">= 1",
+            shape: x.to_vec(),
+        });
+    };
+    let [n, kw] = *w else {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "w",
+            expected: "2",
+            shape: w.to_vec(),
+        });
+    };
+    if k != kw {
+        return Err(ShapeError::MatmulInnerMismatch {
+            a: x.to_vec(),
+            b: w.to_vec(),
+        });
+    }
+    let mut output_shape = x.to_vec();
+    output_shape[batch.len()] = n;
+    fits(OP, &[x, w], &output_shape)?;
+    let rows = element_count(batch).ok_or_else(|| too_large(OP, &[x, w]))?;
+    Ok(MatmulDims {
+        rows,
+        inner: k,
+        cols: n,
+        output_shape,
+    })
+}
+
 /// The dimensions of a 2-D convolution: input `[N, C, H, W]`, weight `[O, C, kH, kW]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,6 +1,7 @@
 #![cfg(not(feature = "loom"))]
-//! matmul (rows) and conv2d (batch × out_channels): bit parity under every schedule, f64
-//! numerics, one error per invalid input class.
+//! matmul and linear (output tiles, or output columns for a few rows) and conv2d (batch ×
+//! out_channels): bit parity under every schedule in both precision modes, f64 numerics within
+//! the documented bound, one error per invalid input class.
 
 mod common;
 
@@ -10,7 +11,8 @@ use skainet_schedule::Sequential;
 use skainet_schedule::ShapeError;
 use skainet_schedule::Tensor;
 use skainet_schedule::{
-    conv2d, conv2d_with, cpu_kernels, matmul, matmul_with, Conv2dOptions, KernelConfig, KernelError,
+    conv2d, conv2d_with, cpu_kernels, linear, linear_with, matmul, matmul_with, Conv2dOptions,
+    KernelConfig, KernelError, Precision,
 };
 
 fn forking() -> KernelConfig {
@@ -76,6 +78,247 @@ fn reference_conv(
 }
 
 // ---- matmul ----
+
+/// Shapes `(rows, k, n)` that are multiples of no blocking constant: one row, the few-row path
+/// (3), a ragged micro-tile edge (7, 129), more than one `KC` slice (300), more than one column
+/// tile (1000), more than one pass of the few-row path over a `[k, n]` weight (600 columns for
+/// two rows, 4100 for one).
+const RAGGED: [(usize, usize, usize); 8] = [
+    (1, 129, 1000),
+    (3, 7, 129),
+    (7, 300, 129),
+    (129, 1, 7),
+    (100, 300, 1000),
+    (1, 1000, 7),
+    (2, 9, 600),
+    (1, 3, 4100),
+];
+
+fn precisions() -> [KernelConfig; 2] {
+    [forking(), forking().with_precision(Precision::Native)]
+}
+
+/// The f64 product of `a [m, k]` with `b` (`[k, n]`, or `[n, k]` when `transposed`), and the
+/// bound each f32 element must meet: `k · 2⁻²³ · Σ|aᵢ·bᵢ|` — twice the first-order bound
+/// `k·u·Σ|aᵢ·bᵢ|` (u = 2⁻²⁴) of any summation order, fused or not.
+fn reference(
+    a: &[f32],
+    b: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    transposed: bool,
+) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(m * n);
+    for r in 0..m {
+        for c in 0..n {
+            let (mut sum, mut abs) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let bv = if transposed {
+                    b[c * k + p]
+                } else {
+                    b[p * n + c]
+                };
+                let t = f64::from(a[r * k + p]) * f64::from(bv);
+                sum += t;
+                abs += t.abs();
+            }
+            out.push((sum, k as f64 * f64::powi(2.0, -23) * abs));
+        }
+    }
+    out
+}
+
+fn assert_within_bound(got: &[f32], want: &[(f64, f64)], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (&g, &(w, bound))) in got.iter().zip(want).enumerate() {
+        assert!(
+            (f64::from(g) - w).abs() <= bound,
+            "{what}: element {i} = {g}, reference {w}, bound {bound:e}"
+        );
+    }
+}
+
+#[test]
+fn matmul_is_bit_identical_under_every_schedule_in_both_precisions_on_ragged_shapes() {
+    let schedules = all_schedules();
+    for (m, k, n) in RAGGED {
+        let (a, b) = (uniform(&[m, k], 5), uniform(&[k, n], 6));
+        for config in precisions() {
+            let want = matmul_with(&config, &a, &b, &Sequential).unwrap();
+            for s in &schedules {
+                let got = matmul_with(&config, &a, &b, s.as_ref()).unwrap();
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{} {:?} [{m}, {k}]x[{k}, {n}]",
+                    s.name(),
+                    config.precision()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn linear_is_bit_identical_under_every_schedule_in_both_precisions_on_ragged_shapes() {
+    let schedules = all_schedules();
+    for (m, k, n) in RAGGED {
+        let (x, w) = (uniform(&[m, k], 7), uniform(&[n, k], 8));
+        for config in precisions() {
+            let want = linear_with(&config, &x, &w, &Sequential).unwrap();
+            for s in &schedules {
+                let got = linear_with(&config, &x, &w, s.as_ref()).unwrap();
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{} {:?} [{m}, {k}]x[{n}, {k}]T",
+                    s.name(),
+                    config.precision()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_and_linear_meet_the_f64_bound_in_both_precisions() {
+    for (m, k, n) in RAGGED {
+        let (a, b) = (uniform(&[m, k], 9), uniform(&[k, n], 10));
+        let w = uniform(&[n, k], 11);
+        for config in precisions() {
+            let what = format!("{:?} [{m}, {k}, {n}]", config.precision());
+            let got = matmul_with(&config, &a, &b, &Sequential).unwrap();
+            let want = reference(a.data(), b.data(), m, k, n, false);
+            assert_within_bound(got.data(), &want, &format!("matmul {what}"));
+            let got = linear_with(&config, &a, &w, &Sequential).unwrap();
+            let want = reference(a.data(), w.data(), m, k, n, true);
+            assert_within_bound(got.data(), &want, &format!("linear {what}"));
+        }
+    }
+}
+
+#[test]
+fn linear_above_four_rows_is_matmul_with_the_transposed_weight_bit_for_bit() {
+    let (m, k, n) = (9, 300, 37);
+    let (x, w) = (uniform(&[m, k], 12), uniform(&[n, k], 13));
+    let wt = Tensor::from_fn(vec![k, n], |i| w.data()[(i % n) * k + i / n]).unwrap();
+    for config in precisions() {
+        assert_eq!(
+            linear_with(&config, &x, &w, &Sequential).unwrap().to_bits(),
+            matmul_with(&config, &x, &wt, &Sequential)
+                .unwrap()
+                .to_bits(),
+            "{:?}",
+            config.precision()
+        );
+    }
+}
+
+#[test]
+fn linear_keeps_the_leading_dimensions_of_x() {
+    let x = uniform(&[2, 3, 5], 14);
+    let w = uniform(&[4, 5], 15);
+    let out = linear(&x, &w, &Sequential).unwrap();
+    assert_eq!(out.shape(), [2, 3, 4]);
+    let flat = linear(
+        &Tensor::new(vec![6, 5], x.data().to_vec()).unwrap(),
+        &w,
+        &Sequential,
+    );
+    assert_eq!(out.to_bits(), flat.unwrap().to_bits());
+}
+
+#[test]
+fn linear_rejects_a_weight_whose_inner_dimension_differs() {
+    let e = linear(&uniform(&[2, 5], 1), &uniform(&[4, 6], 2), &Sequential).unwrap_err();
+    assert_eq!(
+        e,
+        KernelError::Shape(ShapeError::MatmulInnerMismatch {
+            a: vec![2, 5],
+            b: vec![4, 6]
+        })
+    );
+}
+
+#[test]
+fn linear_rejects_a_scalar_input() {
+    let x = Tensor::new(vec![], vec![1.0]).unwrap();
+    let e = linear(&x, &uniform(&[4, 1], 2), &Sequential).unwrap_err();
+    assert_eq!(
+        e,
+        KernelError::Shape(ShapeError::Rank {
+            op: "linear",
+            operand: "x",
+            expected: ">= 1",
+            shape: vec![]
+        })
+    );
+}
+
+/// `-(1 + 2⁻¹¹) + x·x` with `x = 1 + 2⁻¹²`: `x·x` rounds to `1 + 2⁻¹¹` (its `2⁻²⁴` is a tie to
+/// even), so two roundings give `0`; one gives `2⁻²⁴`. The pair sits at inner indices 0 and
+/// 32, the same accumulator of every path (32, 16 or 8 lanes, or one sequential sum).
+fn cancelling_pair(rows: usize, n: usize) -> (Tensor, Tensor, Tensor) {
+    let x = 1.0 + f32::powi(2.0, -12);
+    let k = 33;
+    let a = Tensor::from_fn(vec![rows, k], |i| match i % k {
+        0 => -(1.0 + f32::powi(2.0, -11)),
+        32 => x,
+        _ => 0.0,
+    })
+    .unwrap();
+    let b = Tensor::from_fn(vec![k, n], |i| match i / n {
+        0 => 1.0,
+        32 => x,
+        _ => 0.0,
+    })
+    .unwrap();
+    let w = Tensor::from_fn(vec![n, k], |i| match i % k {
+        0 => 1.0,
+        32 => x,
+        _ => 0.0,
+    })
+    .unwrap();
+    (a, b, w)
+}
+
+fn has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[test]
+fn portable_rounds_twice_and_native_fuses_where_the_cpu_has_fma() {
+    let fused = if has_fma() && cpu_kernels().find("avx2").is_some() {
+        f32::powi(2.0, -24)
+    } else {
+        0.0
+    };
+    for rows in [1, 3, 6, 13] {
+        let (a, b, w) = cancelling_pair(rows, 19);
+        for (precision, want) in [(Precision::Portable, 0.0f32), (Precision::Native, fused)] {
+            let config = KernelConfig::selected().with_precision(precision);
+            for out in [
+                matmul_with(&config, &a, &b, &Sequential).unwrap(),
+                linear_with(&config, &a, &w, &Sequential).unwrap(),
+            ] {
+                let bits: Vec<u32> = out.data().iter().map(|v| v.to_bits()).collect();
+                assert_eq!(
+                    bits,
+                    vec![want.to_bits(); rows * 19],
+                    "{precision:?} {rows} rows"
+                );
+            }
+        }
+    }
+}
 
 #[test]
 fn matmul_is_bit_identical_under_every_schedule() {
@@ -228,6 +471,50 @@ fn conv2d_is_bit_identical_under_every_schedule() {
             );
         }
     }
+}
+
+#[test]
+fn conv2d_is_bit_identical_under_every_schedule_in_both_precisions_across_tiles() {
+    // 750 pixels: two column tiles; 13 output channels: a ragged micro-tile; 27 taps.
+    let input = uniform(&[2, 3, 30, 25], 30);
+    let weight = uniform(&[13, 3, 3, 3], 31);
+    let bias = uniform(&[13], 32);
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [1, 1],
+    };
+    for config in precisions() {
+        let want = conv2d_with(&config, &input, &weight, Some(&bias), &o, &Sequential).unwrap();
+        for s in &all_schedules() {
+            let got = conv2d_with(&config, &input, &weight, Some(&bias), &o, s.as_ref()).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} {:?}",
+                s.name(),
+                config.precision()
+            );
+        }
+    }
+}
+
+#[test]
+fn conv2d_with_a_one_by_one_kernel_is_the_weight_times_the_input_bit_for_bit() {
+    let (c, h, w, oc) = (5, 7, 9, 11);
+    let input = uniform(&[1, c, h, w], 33);
+    let weight = uniform(&[oc, c, 1, 1], 34);
+    let conv = conv2d(
+        &input,
+        &weight,
+        None,
+        &Conv2dOptions::default(),
+        &Sequential,
+    )
+    .unwrap();
+    let w2 = Tensor::new(vec![oc, c], weight.data().to_vec()).unwrap();
+    let x2 = Tensor::new(vec![c, h * w], input.data().to_vec()).unwrap();
+    let product = matmul(&w2, &x2, &Sequential).unwrap();
+    assert_eq!(conv.to_bits(), product.to_bits());
 }
 
 #[test]

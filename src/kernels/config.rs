@@ -1,10 +1,36 @@
-//! [`KernelConfig`]: which compiled variant a call runs, and from how much work it forks.
+//! [`KernelConfig`]: which compiled variant a call runs, in which [`Precision`], and from how
+//! much work it forks.
 
-use super::variants::{selected_kernels, CpuKernels};
+use super::variants::{selected_kernels, CpuKernels, PerMode};
 use crate::sync::Arc;
 
+/// How a kernel's multiply-adds round. Either mode is bit-identical under every schedule (the
+/// order of every reduction is fixed by the shapes and the kernel's constants); they differ in
+/// what else the bits may depend on.
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::{KernelConfig, Precision};
+/// assert_eq!(KernelConfig::selected().precision(), Precision::Portable);
+/// let fast = KernelConfig::selected().with_precision(Precision::Native);
+/// assert_eq!(fast.precision(), Precision::Native);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum Precision {
+    /// Every `acc + a·b` rounds twice (a product, then a sum): the same bits on every target
+    /// and every compiled variant.
+    #[default]
+    Portable,
+    /// The target's own multiply-add: fused (one rounding) where the CPU has FMA, else as
+    /// [`Portable`](Self::Portable). Faster; the bits may differ between targets and variants,
+    /// never between schedules.
+    Native,
+}
+
 /// How a kernel call runs, for the `*_with` entry points: the compiled variant of the inner
-/// loops, and the minimum of work (multiply-adds) from which it opens a region instead of
+/// loops, the [`Precision`] of its multiply-adds, and the minimum of work (multiply-adds) from which it opens a region instead of
 /// running inline. The plain entry points use [`KernelConfig::selected`].
 ///
 /// ```
@@ -17,6 +43,7 @@ use crate::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct KernelConfig {
     kernels: Arc<CpuKernels>,
+    precision: Precision,
     min_parallel_work: Option<u64>,
 }
 
@@ -26,11 +53,31 @@ impl KernelConfig {
         Self::new(selected_kernels())
     }
 
-    /// A given variant, with each op's own work threshold.
+    /// A given variant, in [`Precision::Portable`], with each op's own work threshold.
     pub fn new(kernels: Arc<CpuKernels>) -> Self {
         Self {
             kernels,
+            precision: Precision::Portable,
             min_parallel_work: None,
+        }
+    }
+
+    /// The same, with multiply-adds in `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The precision mode.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// The compilation of an inner loop for this precision mode.
+    pub(crate) fn pick<F: Copy>(&self, loops: &PerMode<F>) -> F {
+        match self.precision {
+            Precision::Portable => loops.portable,
+            Precision::Native => loops.native,
         }
     }
 

@@ -1,8 +1,10 @@
-//! 2-D convolution (NCHW × OIHW), scheduled over (batch, output channel) planes.
+//! 2-D convolution (NCHW × OIHW) as a packed product, scheduled over output tiles.
 
 use super::config::KernelConfig;
-use super::loops::conv::ConvPlane;
-use super::parallel::{parallel_chunks, Work};
+use super::loops::conv::Im2col;
+use super::loops::gemm::{GemmTile, Source, Strided};
+use super::matmul::{run_tiles, Tiled};
+use super::parallel::Work;
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::shape;
@@ -34,9 +36,13 @@ impl Default for Conv2dOptions {
 /// `bias` `[O]`: an output `[N, O, OH, OW]` with `OH = (H + 2·padH - kH) / strideH + 1` (and
 /// the same for the width).
 ///
-/// The units of `schedule` are the `N·O` output planes; calls below
-/// [`CONV2D_PARALLEL_MIN_WORK`] stay inline. A plane's arithmetic is fixed (see
-/// `conv_plane` in the source), so results are bit-identical under every schedule.
+/// Each batch is the product of the weight, `[O, C·kH·kW]`, with the input read as its
+/// `[C·kH·kW, OH·OW]` matrix — packed straight from the input, a panel at a time, never copied
+/// whole — on [`matmul()`](crate::matmul)'s packed tiles, so the units of `schedule` are output
+/// tiles (batch, output channels, pixels) and the [`Precision`](crate::Precision) of the config
+/// applies. Every output is `((bias + t₀) + t₁) + …` over the taps `(c, ky, kx)` in increasing
+/// order, a tap in the padding adding `w·0`: bit-identical under every schedule. Calls below
+/// [`CONV2D_PARALLEL_MIN_WORK`] stay inline.
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
@@ -99,42 +105,40 @@ pub fn conv2d_with(
         return Ok(out);
     }
     // The output is not empty, so N and O are not zero and every product below is the size of
-    // a tensor that exists: an output plane, one batch's input, one channel's weights.
-    let plane = dims.out_hw[0] * dims.out_hw[1];
-    let (c, [h, w], o) = (dims.in_channels, dims.in_hw, dims.out_channels);
-    let in_plane = input.len() / dims.batch;
+    // a tensor that exists: one batch's input, one channel's weights, an output plane.
+    let (o, in_plane) = (dims.out_channels, input.len() / dims.batch);
     let taps = weight.len() / o;
     let work = Work {
         total: (out.len() as u64).saturating_mul(taps as u64),
         fork_from: config.threshold(CONV2D_PARALLEL_MIN_WORK),
     };
-    let kernel = config.kernels().conv_plane;
     let (id, wd) = (input.data(), weight.data());
-    let bias = bias.map(Tensor::data);
-    parallel_chunks(
-        "conv2d",
-        schedule,
-        out.data_mut(),
-        plane,
-        work,
-        &|units, chunk| {
-            for (unit, out_plane) in units.zip(chunk.chunks_exact_mut(plane)) {
-                let (bi, oc) = (unit / o, unit % o);
-                let p = ConvPlane {
-                    input: &id[bi * in_plane..(bi + 1) * in_plane],
-                    weight: &wd[oc * taps..(oc + 1) * taps],
-                    bias: bias.map_or(0.0, |b| b[oc]),
-                    channels: c,
-                    in_hw: [h, w],
-                    kernel_hw: dims.kernel_hw,
-                    out_hw: dims.out_hw,
-                    stride,
-                    padding,
-                };
-                kernel(&p, out_plane);
-            }
-            Ok(())
+    let weights = Strided {
+        data: wd,
+        row_stride: taps,
+        col_stride: 1,
+    };
+    let product = Tiled {
+        batches: dims.batch,
+        m: o,
+        n: dims.out_hw[0] * dims.out_hw[1],
+        k: taps,
+        tile: &|batch, rows, cols| GemmTile {
+            a: weights,
+            b: Source::Im2col(Im2col {
+                input: &id[batch * in_plane..(batch + 1) * in_plane],
+                in_hw: dims.in_hw,
+                kernel_hw: dims.kernel_hw,
+                out_hw: dims.out_hw,
+                stride,
+                padding,
+            }),
+            k: taps,
+            rows,
+            cols,
+            init: bias.map(Tensor::data),
         },
-    )?;
+    };
+    run_tiles(config, "conv2d", &product, out.data_mut(), work, schedule)?;
     Ok(out)
 }

@@ -4,14 +4,17 @@
 //! [`TensorOps`] value binds them to the schedule they run under.
 //!
 //! * [`scaled_dot_product_attention`] — grouped-query attention over (batch, head) units;
-//! * [`matmul()`] — over output rows; [`conv2d()`] — over (batch, output channel) planes;
+//! * [`matmul()`], [`linear()`] and [`conv2d()`] — packed products over output tiles (a
+//!   product of a few rows: over output columns);
 //! * [`parallel_chunks`] — the one way they open a region (inline below a [`Work`] threshold);
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`cpu_kernels`] — the registry of compiled variants of the inner loops (portable, SSE2,
-//!   AVX2 on x86_64, NEON on aarch64) every call dispatches through.
+//!   AVX2, AVX-512 on x86_64; NEON on aarch64) every call dispatches through.
 //!
-//! Every kernel is bit-identical under every schedule and every variant: a unit's arithmetic
-//! is fixed (lane accumulators in a fixed order, no fused multiply-add), whoever runs it.
+//! Every kernel is bit-identical under every schedule: a unit's arithmetic is fixed (each
+//! reduction in an order set by the shapes and the kernel's constants), whoever runs it. In
+//! [`Precision::Portable`] (the default: no fused multiply-add) it is also bit-identical under
+//! every variant; [`Precision::Native`] may fuse where the CPU can.
 //!
 //! Layers, each importing only those below it: the entry points (`sdpa.rs`, `matmul.rs`,
 //! `conv.rs`) validate through [`shape`](crate::shape), allocate, and open a region with
@@ -30,11 +33,11 @@ mod sdpa;
 mod tests;
 mod variants;
 
-pub use config::KernelConfig;
+pub use config::{KernelConfig, Precision};
 pub use conv::{conv2d, conv2d_with, Conv2dOptions, CONV2D_PARALLEL_MIN_WORK};
 pub use error::KernelError;
 pub use loops::exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};
-pub use matmul::{matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};
+pub use matmul::{linear, linear_with, matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};
 pub use ops::{CpuOps, OpsRef, TensorOps};
 pub use parallel::{parallel_chunks, Work};
 pub use sdpa::{

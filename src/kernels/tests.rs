@@ -12,8 +12,8 @@ use alloc::vec::Vec;
 
 use super::loops::simd::{Scalar, Simd, LANES};
 use super::{
-    conv2d_with, cpu_kernels, matmul_with, scaled_dot_product_attention_with, Conv2dOptions,
-    CpuKernels, KernelConfig, SdpaOptions,
+    conv2d_with, cpu_kernels, linear_with, matmul_with, scaled_dot_product_attention_with,
+    Conv2dOptions, CpuKernels, KernelConfig, Precision, SdpaOptions,
 };
 use crate::registry::KernelProvider;
 use crate::sync::Arc;
@@ -90,7 +90,7 @@ fn the_registry_holds_every_backend_compiled_for_this_target() {
     let names: Vec<&str> = providers.iter().map(|p| p.name()).collect();
     let mut expected = vec![];
     if cfg!(all(target_arch = "x86_64", feature = "std")) {
-        expected.push("avx2");
+        expected.extend(["avx512", "avx2"]);
     }
     if cfg!(target_arch = "x86_64") {
         expected.push("sse2");
@@ -108,7 +108,9 @@ fn the_registry_holds_every_backend_compiled_for_this_target() {
 #[test]
 fn the_avx2_variant_is_selected_when_built_for_avx2() {
     assert!(super::loops::simd::Avx2::detect().is_some());
-    assert_eq!(super::selected_kernels().name(), "avx2");
+    let avx512 = super::loops::gemm_avx512::Avx512::detect(super::loops::gemm_avx512::Step::Fused);
+    let want = if avx512.is_some() { "avx512" } else { "avx2" };
+    assert_eq!(super::selected_kernels().name(), want);
 }
 
 #[test]
@@ -197,11 +199,69 @@ fn matmul_parity(a: &Tensor, b: &Tensor) {
     }
 }
 
+fn linear_parity(x: &Tensor, w: &Tensor) {
+    let want = linear_with(&portable(), x, w, &Sequential).unwrap();
+    for variant in registered() {
+        let got = linear_with(&KernelConfig::new(variant.clone()), x, w, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "variant {}", variant.name());
+    }
+}
+
 #[test]
 fn matmul_variants_agree_on_ragged_inner_and_outer_sizes() {
-    // k = 7 runs one block of four inner rows and three single ones; n = 13 is no vector width.
-    matmul_parity(&tensor(&[2, 3, 7], 13), &tensor(&[7, 13], 14));
-    matmul_parity(&tensor(&[1, 2], 15), &tensor(&[2, 1], 16));
+    // Six rows and more run the packed tiles: 7 rows leave a one-row micro-tile, n = 19 a
+    // three-column one; k = 9 is no vector width.
+    matmul_parity(&tensor(&[1, 7, 9], 13), &tensor(&[9, 19], 14));
+    // Four rows or fewer run the column path: vectors of columns, then single columns.
+    matmul_parity(&tensor(&[2, 3, 9], 15), &tensor(&[9, 21], 16));
+    matmul_parity(&tensor(&[1, 2], 17), &tensor(&[2, 1], 18));
+}
+
+/// Two row tiles of 60 rows that do not divide the 100 rows: each task copies its tiles' rows
+/// into the shared output (the `unsafe` row-segment writes), here from two threads.
+#[cfg(feature = "parallel")]
+#[test]
+fn tiles_copied_in_from_two_threads_give_the_sequential_bits() {
+    let (a, b) = (tensor(&[100, 5], 29), tensor(&[5, 40], 30));
+    let config = portable().with_min_parallel_work(0);
+    let two = crate::dedicated(2).unwrap();
+    assert_eq!(
+        matmul_with(&config, &a, &b, &two).unwrap().to_bits(),
+        matmul_with(&config, &a, &b, &Sequential).unwrap().to_bits()
+    );
+}
+
+#[test]
+fn linear_variants_agree_on_both_paths() {
+    // One and three rows: the lane-order dot products, with a ragged chunk (k = 11) and a
+    // column count (n = 7) that is no multiple of the four dot products done at once.
+    linear_parity(&tensor(&[1, 11], 19), &tensor(&[7, 11], 20));
+    linear_parity(&tensor(&[3, 11], 21), &tensor(&[7, 11], 22));
+    // k = 75: nine whole chunks — two groups of four accumulator vectors (one row) or four
+    // of two (two rows), one chunk left over — and a ragged one.
+    linear_parity(&tensor(&[1, 75], 31), &tensor(&[3, 75], 32));
+    linear_parity(&tensor(&[2, 75], 33), &tensor(&[3, 75], 34));
+    // Seven rows: the packed tiles, reading the weight along its rows.
+    linear_parity(&tensor(&[7, 11], 23), &tensor(&[5, 11], 24));
+}
+
+#[test]
+fn native_precision_of_a_variant_without_fma_is_the_portable_one() {
+    let (a, b) = (tensor(&[7, 9], 25), tensor(&[9, 19], 26));
+    let native = portable().with_precision(Precision::Native);
+    assert_eq!(
+        matmul_with(&native, &a, &b, &Sequential).unwrap().to_bits(),
+        matmul_with(&portable(), &a, &b, &Sequential)
+            .unwrap()
+            .to_bits()
+    );
+    let (x, w) = (tensor(&[1, 11], 27), tensor(&[7, 11], 28));
+    assert_eq!(
+        linear_with(&native, &x, &w, &Sequential).unwrap().to_bits(),
+        linear_with(&portable(), &x, &w, &Sequential)
+            .unwrap()
+            .to_bits()
+    );
 }
 
 fn conv_parity(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: &Conv2dOptions) {
@@ -310,4 +370,22 @@ fn avx2_primitives_give_the_scalar_bits_where_detected() {
 #[test]
 fn neon_primitives_give_the_scalar_bits() {
     primitives_match_scalar(super::loops::simd::Neon);
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[test]
+fn avx2_fma_primitives_give_the_scalar_bits_and_fuse_where_detected() {
+    use super::loops::simd::Avx2Fma;
+    let Some(s) = Avx2Fma::detect() else {
+        return;
+    };
+    primitives_match_scalar(s);
+    // x·x = 1 + 2⁻¹¹ + 2⁻²⁴ exactly: one rounding keeps the 2⁻²⁴ against -(1 + 2⁻¹¹).
+    let x = 1.0 + f32::powi(2.0, -12);
+    let acc = s.splat(-(1.0 + f32::powi(2.0, -11)));
+    let mut out = [0.0f32; LANES];
+    s.store(s.mul_add_native(acc, s.splat(x), s.splat(x)), &mut out);
+    assert_eq!(out, [f32::powi(2.0, -24); LANES]);
+    s.store(s.mul_add(acc, s.splat(x), s.splat(x)), &mut out);
+    assert_eq!(out, [0.0; LANES]);
 }

@@ -1,34 +1,44 @@
 //! The inner loops of `loops/`, compiled more than once, registered, and chosen at run time
 //! through a [`KernelRegistry`]. This file only compiles and registers.
 //!
-//! Every variant runs the *same* generic source (the attention unit, the matmul rows, the conv
-//! plane) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
+//! Every variant runs the *same* generic source (the attention unit, the packed product's tile,
+//! the few-row product) on a different backend: `portable` (plain Rust, every target, priority 0), `sse2`
 //! (x86_64's baseline vectors, priority 5) and `avx2` (x86_64 with `std`, priority 10,
 //! available when the CPU reports AVX2). The backends implement the same lane-wise IEEE
-//! primitives and the same fixed fold (see `simd.rs`), so every variant returns the same bits;
-//! only the speed differs. Each call looks its variant up ([`selected_kernels`]), so the
+//! primitives and the same fixed fold (see `simd.rs`), so every variant returns the same bits
+//! in the portable precision mode; only the speed differs. The native mode's loops are
+//! compiled alongside (`PerMode`): on `avx2` with a detected FMA they fuse each multiply-add,
+//! elsewhere they are the portable loops. Each call looks its variant up ([`selected_kernels`]), so the
 //! registry really decides what runs.
 
 use super::loops::attend::{attend_head, Head};
-use super::loops::conv::{conv_plane, ConvPlane};
-use super::loops::matmul::matmul_rows;
-use super::loops::simd::Scalar;
+use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
+use super::loops::matvec::{skinny, Skinny};
+use super::loops::simd::{Native, Scalar, Unfused};
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
 type AttendFn = fn(&Head<'_>, &mut [f32], &mut [f32]);
-type MatmulRowsFn = fn(&[f32], &[f32], usize, usize, &mut [f32]);
-type ConvPlaneFn = fn(&ConvPlane<'_>, &mut [f32]);
+type GemmFn = fn(&GemmTile<'_>, &mut [f32], &mut [f32]);
+type SkinnyFn = fn(&Skinny<'_>, &mut [f32]);
 
-/// One compilation of the CPU inner loops: attention per (batch, head), matmul rows, and a conv
-/// output plane. Providers of [`cpu_kernels`].
+/// One inner loop compiled for each precision mode; `KernelConfig` picks one.
+#[derive(Clone, Copy)]
+pub(crate) struct PerMode<F> {
+    pub portable: F,
+    pub native: F,
+}
+
+/// One compilation of the CPU inner loops: attention per (batch, head), a packed product's
+/// output tile (matmul, linear and conv2d), and a few-row product's column range. Providers of
+/// [`cpu_kernels`].
 pub struct CpuKernels {
     name: &'static str,
     priority: i32,
     available: fn() -> bool,
     pub(crate) attend: AttendFn,
-    pub(crate) matmul_rows: MatmulRowsFn,
-    pub(crate) conv_plane: ConvPlaneFn,
+    pub(crate) gemm: PerMode<GemmFn>,
+    pub(crate) skinny: PerMode<SkinnyFn>,
 }
 
 impl core::fmt::Debug for CpuKernels {
@@ -62,13 +72,35 @@ fn portable_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
     attend_head(Scalar, h, out, scores);
 }
 
-fn portable_matmul_rows(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-    matmul_rows(a, b, k, n, out);
-}
+const PORTABLE_GEMM: PerMode<GemmFn> = PerMode {
+    portable: |t, out, pack| {
+        gemm_tile(
+            Vectors {
+                s: Scalar,
+                mode: Unfused,
+            },
+            t,
+            out,
+            pack,
+        )
+    },
+    native: |t, out, pack| {
+        gemm_tile(
+            Vectors {
+                s: Scalar,
+                mode: Native,
+            },
+            t,
+            out,
+            pack,
+        )
+    },
+};
 
-fn portable_conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
-    conv_plane(p, out);
-}
+const PORTABLE_SKINNY: PerMode<SkinnyFn> = PerMode {
+    portable: |p, out| skinny(Scalar, Unfused, p, out),
+    native: |p, out| skinny(Scalar, Native, p, out),
+};
 
 impl CpuKernels {
     /// The plain-Rust variant (the reference every other variant is bit-identical to);
@@ -79,8 +111,8 @@ impl CpuKernels {
             priority: 0,
             available: always,
             attend: portable_attend,
-            matmul_rows: portable_matmul_rows,
-            conv_plane: portable_conv_plane,
+            gemm: PORTABLE_GEMM,
+            skinny: PORTABLE_SKINNY,
         }
     }
 }
@@ -97,21 +129,52 @@ mod x86 {
         attend_head(Sse2, h, out, scores);
     }
 
+    const SSE2_GEMM: PerMode<GemmFn> = PerMode {
+        portable: |t, out, pack| {
+            gemm_tile(
+                Vectors {
+                    s: Sse2,
+                    mode: Unfused,
+                },
+                t,
+                out,
+                pack,
+            )
+        },
+        native: |t, out, pack| {
+            gemm_tile(
+                Vectors {
+                    s: Sse2,
+                    mode: Native,
+                },
+                t,
+                out,
+                pack,
+            )
+        },
+    };
+
+    const SSE2_SKINNY: PerMode<SkinnyFn> = PerMode {
+        portable: |p, out| skinny(Sse2, Unfused, p, out),
+        native: |p, out| skinny(Sse2, Native, p, out),
+    };
+
     pub(super) fn sse2() -> CpuKernels {
         CpuKernels {
             name: "sse2",
             priority: 5,
             available: always,
             attend: sse2_attend,
-            matmul_rows: portable_matmul_rows,
-            conv_plane: portable_conv_plane,
+            gemm: SSE2_GEMM,
+            skinny: SSE2_SKINNY,
         }
     }
 
     #[cfg(feature = "std")]
     mod avx2 {
         use super::*;
-        use crate::kernels::loops::simd::Avx2;
+        use crate::kernels::loops::gemm_avx512::{Avx512, Step};
+        use crate::kernels::loops::simd::{Avx2, Avx2Fma};
 
         fn has_avx2() -> bool {
             Avx2::detect().is_some()
@@ -123,13 +186,23 @@ mod x86 {
         }
 
         #[target_feature(enable = "avx2")]
-        unsafe fn matmul_rows_avx2(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-            matmul_rows(a, b, k, n, out);
+        unsafe fn gemm_avx2(s: Avx2, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            gemm_tile(Vectors { s, mode: Unfused }, t, out, pack);
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn gemm_fma(s: Avx2Fma, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            gemm_tile(Vectors { s, mode: Native }, t, out, pack);
         }
 
         #[target_feature(enable = "avx2")]
-        unsafe fn conv_plane_avx2(p: &ConvPlane<'_>, out: &mut [f32]) {
-            conv_plane(p, out);
+        unsafe fn skinny_avx2(s: Avx2, p: &Skinny<'_>, out: &mut [f32]) {
+            skinny(s, Unfused, p, out);
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn skinny_fma(s: Avx2Fma, p: &Skinny<'_>, out: &mut [f32]) {
+            skinny(s, Native, p, out);
         }
 
         fn attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
@@ -141,21 +214,71 @@ mod x86 {
             }
         }
 
-        fn matmul(a: &[f32], b: &[f32], k: usize, n: usize, out: &mut [f32]) {
-            if has_avx2() {
-                // SAFETY: AVX2 is present (checked just above); the body is safe code.
-                unsafe { matmul_rows_avx2(a, b, k, n, out) }
-            } else {
-                matmul_rows(a, b, k, n, out);
+        fn gemm_portable(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 — the one requirement of
+                // the `target_feature` function; its body is safe code.
+                Some(s) => unsafe { gemm_avx2(s, t, out, pack) },
+                None => (SSE2_GEMM.portable)(t, out, pack),
             }
         }
 
-        fn conv(p: &ConvPlane<'_>, out: &mut [f32]) {
-            if has_avx2() {
-                // SAFETY: AVX2 is present (checked just above); the body is safe code.
-                unsafe { conv_plane_avx2(p, out) }
-            } else {
-                conv_plane(p, out);
+        /// Fused where the CPU has FMA; an AVX2 CPU without it is native as SSE2 is.
+        fn gemm_native(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx2Fma::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA — the
+                // requirements of the `target_feature` function; its body is safe code.
+                Some(s) => unsafe { gemm_fma(s, t, out, pack) },
+                None => (SSE2_GEMM.native)(t, out, pack),
+            }
+        }
+
+        fn skinny_portable(p: &Skinny<'_>, out: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2; the body is safe code.
+                Some(s) => unsafe { skinny_avx2(s, p, out) },
+                None => (SSE2_SKINNY.portable)(p, out),
+            }
+        }
+
+        fn skinny_native(p: &Skinny<'_>, out: &mut [f32]) {
+            match Avx2Fma::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA; the body is
+                // safe code.
+                Some(s) => unsafe { skinny_fma(s, p, out) },
+                None => (SSE2_SKINNY.native)(p, out),
+            }
+        }
+
+        fn has_avx512() -> bool {
+            has_avx2() && Avx512::detect(Step::Unfused).is_some()
+        }
+
+        fn gemm_avx512_portable(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx512::detect(Step::Unfused) {
+                Some(kernel) => gemm_tile(kernel, t, out, pack),
+                None => gemm_portable(t, out, pack),
+            }
+        }
+
+        fn gemm_avx512_native(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+            match Avx512::detect(Step::Fused) {
+                Some(kernel) => gemm_tile(kernel, t, out, pack),
+                None => gemm_native(t, out, pack),
+            }
+        }
+
+        /// The AVX2 variant with the packed product's AVX-512 micro-kernel.
+        pub(in crate::kernels::variants) fn avx512() -> CpuKernels {
+            CpuKernels {
+                name: "avx512",
+                priority: 20,
+                available: has_avx512,
+                gemm: PerMode {
+                    portable: gemm_avx512_portable,
+                    native: gemm_avx512_native,
+                },
+                ..avx2()
             }
         }
 
@@ -165,21 +288,27 @@ mod x86 {
                 priority: 10,
                 available: has_avx2,
                 attend,
-                matmul_rows: matmul,
-                conv_plane: conv,
+                gemm: PerMode {
+                    portable: gemm_portable,
+                    native: gemm_native,
+                },
+                skinny: PerMode {
+                    portable: skinny_portable,
+                    native: skinny_native,
+                },
             }
         }
     }
 
     #[cfg(feature = "std")]
-    pub(super) use avx2::avx2;
+    pub(super) use avx2::{avx2, avx512};
 }
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64 {
     //! The vector backend of aarch64. NEON is part of the baseline, so the variant is always
-    //! available and needs no detection; its attention runs on [`Neon`], its matmul rows and
-    //! conv planes are the portable loops (as `sse2`'s are).
+    //! available and needs no detection. Its native precision is still the unfused arithmetic
+    //! (NEON's fused multiply-add is not wired in yet), so both modes give the portable bits.
     use super::*;
     use crate::kernels::loops::simd::Neon;
 
@@ -187,14 +316,44 @@ mod aarch64 {
         attend_head(Neon, h, out, scores);
     }
 
+    const NEON_GEMM: PerMode<GemmFn> = PerMode {
+        portable: |t, out, pack| {
+            gemm_tile(
+                Vectors {
+                    s: Neon,
+                    mode: Unfused,
+                },
+                t,
+                out,
+                pack,
+            )
+        },
+        native: |t, out, pack| {
+            gemm_tile(
+                Vectors {
+                    s: Neon,
+                    mode: Native,
+                },
+                t,
+                out,
+                pack,
+            )
+        },
+    };
+
+    const NEON_SKINNY: PerMode<SkinnyFn> = PerMode {
+        portable: |p, out| skinny(Neon, Unfused, p, out),
+        native: |p, out| skinny(Neon, Native, p, out),
+    };
+
     pub(super) fn neon() -> CpuKernels {
         CpuKernels {
             name: "neon",
             priority: 5,
             available: always,
             attend: neon_attend,
-            matmul_rows: portable_matmul_rows,
-            conv_plane: portable_conv_plane,
+            gemm: NEON_GEMM,
+            skinny: NEON_SKINNY,
         }
     }
 }
@@ -203,7 +362,8 @@ static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 
 /// The registry of CPU kernel variants, filled on first use with `portable` (priority 0) and,
 /// on x86_64, `sse2` (priority 5) and, with `std`, `avx2` (priority 10, available when the CPU
-/// has AVX2); on aarch64, `neon` (priority 5, always available).
+/// has AVX2) and `avx512` (priority 20: `avx2` with the packed product's AVX-512 micro-kernel,
+/// available when the CPU has AVX-512F too); on aarch64, `neon` (priority 5, always available).
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
@@ -222,6 +382,8 @@ pub fn cpu_kernels() -> &'static KernelRegistry<CpuKernels> {
         registry.register(Arc::new(x86::avx2()));
         #[cfg(target_arch = "aarch64")]
         registry.register(Arc::new(aarch64::neon()));
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        registry.register(Arc::new(x86::avx512()));
         registry
     })
 }

@@ -1,14 +1,14 @@
-//! One conv2d output plane, in a fixed order.
+//! A convolution as a packed product, without an im2col copy: the packing of
+//! [`gemm`](super::gemm) reads the `[taps, pixels]` operand straight from the input.
 
-/// One output plane's operands: input channels of one batch, weights of one output channel.
-#[derive(Clone, Copy)]
-pub(crate) struct ConvPlane<'a> {
+use super::gemm::MAX_NR;
+
+/// One batch's input seen as the `[C·kH·kW, OH·OW]` matrix of a convolution: element
+/// `(tap, pixel)` is the input value under that tap at that output pixel, or `0` in the padding.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Im2col<'a> {
     /// `[C, H, W]`.
     pub input: &'a [f32],
-    /// `[C, kH, kW]`.
-    pub weight: &'a [f32],
-    pub bias: f32,
-    pub channels: usize,
     pub in_hw: [usize; 2],
     pub kernel_hw: [usize; 2],
     pub out_hw: [usize; 2],
@@ -16,47 +16,42 @@ pub(crate) struct ConvPlane<'a> {
     pub padding: [usize; 2],
 }
 
-/// Writes one `[OH, OW]` plane: `out[y][x] = ((bias + t₀) + t₁) + …` over the taps
-/// `(c, ky, kx)` in increasing order that fall inside the input (padding contributes nothing).
-#[inline(always)]
-pub(crate) fn conv_plane(p: &ConvPlane<'_>, out: &mut [f32]) {
-    let [h, w] = p.in_hw;
-    let [kh, kw] = p.kernel_hw;
-    let [oh, ow] = p.out_hw;
-    let [sy, sx] = p.stride;
-    let [py, px] = p.padding;
-    out.fill(p.bias);
-    for y in 0..oh {
-        let row = &mut out[y * ow..(y + 1) * ow];
-        for c in 0..p.channels {
-            for ky in 0..kh {
-                // Input row iy = y*sy + ky - py, skipped when it falls in the padding.
-                let Some(iy) = (y * sy + ky).checked_sub(py).filter(|&iy| iy < h) else {
-                    continue;
+impl Im2col<'_> {
+    /// Packs the pixels `start..start + valid` (zeros up to `w`, at most 32) over the taps
+    /// `pc..`: `dst[p·w + i] = self(pc + p, start + i)`; `dst.len() / w` taps.
+    #[inline(always)]
+    pub(crate) fn pack(&self, w: usize, start: usize, valid: usize, pc: usize, dst: &mut [f32]) {
+        let [h, wd] = self.in_hw;
+        let [kh, kw] = self.kernel_hw;
+        let [sy, sx] = self.stride;
+        let [py, px] = self.padding;
+        let ow = self.out_hw[1];
+        // Each pixel's top-left input corner, padded coordinates, computed once per panel.
+        let mut corner = [(0usize, 0usize); MAX_NR];
+        let valid = valid.min(MAX_NR);
+        for (i, c) in corner.iter_mut().enumerate().take(valid) {
+            let pixel = start + i;
+            *c = ((pixel / ow) * sy, (pixel % ow) * sx);
+        }
+        let (mut c, mut ky, mut kx) = (pc / (kh * kw), pc / kw % kh, pc % kw);
+        for step in dst.chunks_exact_mut(w) {
+            let plane = &self.input[c * h * wd..(c + 1) * h * wd];
+            for (x, &(y0, x0)) in step.iter_mut().zip(&corner[..valid]) {
+                // Input (iy, ix) = (y·sy + ky - py, x·sx + kx - px), zero in the padding.
+                *x = match ((y0 + ky).checked_sub(py), (x0 + kx).checked_sub(px)) {
+                    (Some(iy), Some(ix)) if iy < h && ix < wd => plane[iy * wd + ix],
+                    _ => 0.0,
                 };
-                let in_row = &p.input[(c * h + iy) * w..(c * h + iy + 1) * w];
-                for kx in 0..kw {
-                    let wt = p.weight[(c * kh + ky) * kw + kx];
-                    // Output columns whose input column x*sx + kx - px lies in [0, w).
-                    let x0 = px.saturating_sub(kx).div_ceil(sx);
-                    let x1 = if w + px > kx {
-                        (w + px - kx).div_ceil(sx).min(ow)
-                    } else {
-                        0
-                    };
-                    if x0 >= x1 {
-                        continue;
-                    }
-                    if sx == 1 {
-                        let src = &in_row[x0 + kx - px..x1 + kx - px];
-                        for (o, &i) in row[x0..x1].iter_mut().zip(src) {
-                            *o += wt * i;
-                        }
-                    } else {
-                        for (x, o) in row.iter_mut().enumerate().take(x1).skip(x0) {
-                            *o += wt * in_row[x * sx + kx - px];
-                        }
-                    }
+            }
+            step[valid..].fill(0.0);
+            // The next tap, in increasing (c, ky, kx).
+            kx += 1;
+            if kx == kw {
+                kx = 0;
+                ky += 1;
+                if ky == kh {
+                    ky = 0;
+                    c += 1;
                 }
             }
         }

@@ -119,9 +119,8 @@ pub(crate) fn sum<S: Simd>(s: S, xs: &[f32]) -> f32 {
     s.fold(acc)
 }
 
-/// [`accumulate_rows`] for `R` output rows `out[r·len..][..len]` at once, with weights
-/// `w[r·w_stride + j]` over the same keys `j < n`: each element gets exactly the additions
-/// `accumulate_rows` would give it (`((out + w0·r0) + w1·r1) + …` in increasing `j`). Two
+/// `out[r·len + d] += Σ_j w[r·w_stride + j]·rows[j·len + d]` for `R` output rows at once, over
+/// the same keys `j < n`: each element gets `((out + w0·r0) + w1·r1) + …` in increasing `j`. Two
 /// vectors of each row stay in registers while `j` runs, so every load of `rows` serves all
 /// `R` rows.
 #[inline(always)]
@@ -204,36 +203,6 @@ fn accumulate_pass<S: Simd, const R: usize, const W: usize>(
             let o = &mut out[r * len + c + h * LANES..r * len + c + (h + 1) * LANES];
             s.store(acc[r][h], o);
         }
-    }
-}
-
-/// `out[d] += Σ_j w[j]·rows[j*stride + d]` for `j` in increasing order, element by element:
-/// every `out[d]` is `((out[d] + w0·r0[d]) + w1·r1[d]) + …`, whatever the blocking below.
-/// Element-wise with no reduction across lanes, so it is left to the loop vectoriser.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops are the shape the vectoriser wants
-pub(crate) fn accumulate_rows(out: &mut [f32], w: &[f32], rows: &[f32], stride: usize) {
-    let len = out.len();
-    let mut j = 0;
-    while j + 4 <= w.len() {
-        let (w0, w1, w2, w3) = (w[j], w[j + 1], w[j + 2], w[j + 3]);
-        let base = j * stride;
-        let r0 = &rows[base..base + len];
-        let r1 = &rows[base + stride..base + stride + len];
-        let r2 = &rows[base + 2 * stride..base + 2 * stride + len];
-        let r3 = &rows[base + 3 * stride..base + 3 * stride + len];
-        for d in 0..len {
-            out[d] = (((out[d] + w0 * r0[d]) + w1 * r1[d]) + w2 * r2[d]) + w3 * r3[d];
-        }
-        j += 4;
-    }
-    while j < w.len() {
-        let wj = w[j];
-        let r = &rows[j * stride..j * stride + len];
-        for d in 0..len {
-            out[d] += wj * r[d];
-        }
-        j += 1;
     }
 }
 

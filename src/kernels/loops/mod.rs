@@ -4,8 +4,11 @@
 //! * [`simd`] — the lane contract and its backends (plain Rust, SSE2, AVX2, NEON);
 //! * [`lanes`] — the fixed-order dot products, sums and accumulations built on it;
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
-//! * [`attend`], [`matmul`], [`conv`] — one unit of each kernel: a (batch, head) of attention,
-//!   rows of a product, an output plane of a convolution.
+//! * [`attend`] — one (batch, head) of attention;
+//! * [`gemm`] — a packed, register-blocked output tile of a matrix product (`gemm_avx512`: its
+//!   AVX-512 micro-kernel), of matmul, linear and conv2d; [`conv`] — a convolution's input
+//!   packed as that product's operand;
+//! * [`matvec`] — a column range of a product with few rows (a decode step's matvec).
 //!
 //! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
 //! `kernels/variants.rs` compiles these loops once per backend and registers the results.
@@ -13,6 +16,9 @@
 pub(crate) mod attend;
 pub(crate) mod conv;
 pub(crate) mod exp;
+pub(crate) mod gemm;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub(crate) mod gemm_avx512;
 pub(crate) mod lanes;
-pub(crate) mod matmul;
+pub(crate) mod matvec;
 pub(crate) mod simd;

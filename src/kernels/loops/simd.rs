@@ -51,6 +51,14 @@ pub(crate) trait Simd: Copy {
         self.add(acc, self.mul(a, b))
     }
 
+    /// Lane-wise `acc + a * b` rounded once where the backend has a hardware fused
+    /// multiply-add (`Avx2Fma`), else exactly [`mul_add`](Self::mul_add): the step of the
+    /// native precision mode, whose bits may differ between backends.
+    #[inline(always)]
+    fn mul_add_native(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+        self.mul_add(acc, a, b)
+    }
+
     /// The first `s.len() % 8` values after the last whole chunk, zero-padded to 8 lanes.
     #[inline(always)]
     fn load_tail(self, s: &[f32]) -> Self::V {
@@ -58,6 +66,52 @@ pub(crate) trait Simd: Copy {
         let full = s.len() - s.len() % LANES;
         pad[..s.len() - full].copy_from_slice(&s[full..]);
         self.load(&pad)
+    }
+}
+
+/// Which multiply-add a kernel's reduction steps use: one type per precision mode, so the
+/// mode is compiled into the loop rather than branched on inside it.
+pub(crate) trait MulAdd: Copy {
+    /// `acc + a * b` in this mode on backend `s`.
+    fn step<S: Simd>(self, s: S, acc: S::V, a: S::V, b: S::V) -> S::V;
+    /// The same on one value (ragged edges), rounded as [`step`](Self::step) rounds a lane.
+    fn step1<S: Simd>(self, s: S, acc: f32, a: f32, b: f32) -> f32;
+}
+
+/// Two roundings, the same bits on every backend and target ([`Simd::mul_add`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Unfused;
+
+impl MulAdd for Unfused {
+    #[inline(always)]
+    fn step<S: Simd>(self, s: S, acc: S::V, a: S::V, b: S::V) -> S::V {
+        s.mul_add(acc, a, b)
+    }
+
+    #[inline(always)]
+    fn step1<S: Simd>(self, _: S, acc: f32, a: f32, b: f32) -> f32 {
+        acc + a * b
+    }
+}
+
+/// The backend's own multiply-add ([`Simd::mul_add_native`]): fused where it has one.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Native;
+
+impl MulAdd for Native {
+    #[inline(always)]
+    fn step<S: Simd>(self, s: S, acc: S::V, a: S::V, b: S::V) -> S::V {
+        s.mul_add_native(acc, a, b)
+    }
+
+    #[inline(always)]
+    fn step1<S: Simd>(self, s: S, acc: f32, a: f32, b: f32) -> f32 {
+        let mut out = [0.0f32; LANES];
+        s.store(
+            s.mul_add_native(s.splat(acc), s.splat(a), s.splat(b)),
+            &mut out,
+        );
+        out[0]
     }
 }
 
@@ -126,10 +180,10 @@ impl Simd for Scalar {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", feature = "std"))]
-pub(crate) use x86::Avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::Sse2;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub(crate) use x86::{Avx2, Avx2Fma};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -292,6 +346,89 @@ mod x86 {
                     _mm256_extractf128_ps::<1>(v),
                 ))
             }
+        }
+    }
+
+    /// AVX2 with FMA: [`Avx2`]'s primitives, plus a fused [`Simd::mul_add_native`]. A value
+    /// exists only where the CPU reports both (FMA is a CPUID bit of its own).
+    #[cfg(feature = "std")]
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Avx2Fma {
+        avx2: Avx2,
+    }
+
+    #[cfg(feature = "std")]
+    impl Avx2Fma {
+        /// The token, if this CPU supports AVX2 and FMA.
+        #[inline(always)]
+        pub(crate) fn detect() -> Option<Self> {
+            let avx2 = Avx2::detect()?;
+            std::is_x86_feature_detected!("fma").then_some(Self { avx2 })
+        }
+    }
+
+    #[cfg(feature = "std")]
+    #[inline(never)]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn outlined_avx2_fma<P: super::Phase<Avx2Fma>>(s: Avx2Fma, phase: P) -> P::Output {
+        phase.run(s)
+    }
+
+    #[cfg(feature = "std")]
+    impl Simd for Avx2Fma {
+        type V = __m256;
+
+        #[inline(always)]
+        fn outlined<P: super::Phase<Self>>(self, phase: P) -> P::Output {
+            // SAFETY: an `Avx2Fma` token exists only after AVX2 and FMA were detected — the
+            // requirements of the `target_feature` function; `phase` is safe code.
+            unsafe { outlined_avx2_fma(self, phase) }
+        }
+
+        #[inline(always)]
+        fn zero(self) -> Self::V {
+            self.avx2.zero()
+        }
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> Self::V {
+            self.avx2.splat(x)
+        }
+
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> Self::V {
+            self.avx2.load(s)
+        }
+
+        #[inline(always)]
+        fn store(self, v: Self::V, s: &mut [f32]) {
+            self.avx2.store(v, s)
+        }
+
+        #[inline(always)]
+        fn add(self, a: Self::V, b: Self::V) -> Self::V {
+            self.avx2.add(a, b)
+        }
+
+        #[inline(always)]
+        fn mul(self, a: Self::V, b: Self::V) -> Self::V {
+            self.avx2.mul(a, b)
+        }
+
+        #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            self.avx2.max(a, b)
+        }
+
+        #[inline(always)]
+        fn fold(self, v: Self::V) -> f32 {
+            self.avx2.fold(v)
+        }
+
+        #[inline(always)]
+        fn mul_add_native(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: the token exists only after FMA was detected; register-only arithmetic.
+            unsafe { _mm256_fmadd_ps(a, b, acc) }
         }
     }
 }
