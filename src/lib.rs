@@ -112,7 +112,7 @@ pub use schedule::{
     ScheduleExt, ScheduleRef, Sequential, TryChunkBody,
 };
 pub use shape::ShapeError;
-pub use tensor::{Tensor, TensorError};
+pub use tensor::{Tensor, TensorError, TensorView};
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
 #[cfg(feature = "tracing")]
 pub use trace::{TracingSink, TRACING_TARGET};

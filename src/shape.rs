@@ -147,6 +147,20 @@ pub enum ShapeError {
         /// The permutation given.
         permutation: Vec<usize>,
     },
+    /// A view's strides do not lay out its values the way the op reads them (the op reads rows
+    /// or heads as contiguous slices; it never gathers single values).
+    Layout {
+        /// The op (`sdpa`, `rms_norm`, ...).
+        op: &'static str,
+        /// Which operand.
+        operand: &'static str,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// Its strides.
+        strides: Vec<usize>,
+        /// What the op needs, as text (`"the last stride 1"`, ...).
+        expected: &'static str,
+    },
     /// A tensor the op would read or write holds more bytes than one allocation can
     /// ([`MAX_ELEMENTS`]), so no call with these shapes can succeed.
     TooLarge {
@@ -230,6 +244,16 @@ impl fmt::Display for ShapeError {
             Self::Permutation { shape, permutation } => write!(
                 f,
                 "transpose: {permutation:?} is not a permutation of the dimensions of {shape:?}"
+            ),
+            Self::Layout {
+                op,
+                operand,
+                shape,
+                strides,
+                expected,
+            } => write!(
+                f,
+                "{op}: {operand} of shape {shape:?} has strides {strides:?}; it needs {expected}"
             ),
             Self::TooLarge { op, shapes } => write!(
                 f,
@@ -419,6 +443,50 @@ fn mask_broadcasts(shape: &[usize], scores: [usize; 4]) -> bool {
             .rev()
             .zip(scores.iter().rev())
             .all(|(&d, &s)| d == 1 || d == s)
+}
+
+/// Checks that the last two dimensions of a view lie back to back (strides `[.., n, 1]` for a
+/// shape `[.., m, n]`; a dimension of size 1 may have any stride), as attention reads each
+/// head's `[positions, head_dim]` block of a K/V cache.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// // The filled prefix of a cache [1, 2, capacity 16, 8] holding 5 positions.
+/// assert!(shape::contiguous_heads("sdpa", "k", &[1, 2, 5, 8], &[256, 128, 8, 1]).is_ok());
+/// assert!(shape::contiguous_heads("sdpa", "k", &[1, 2, 5, 8], &[256, 128, 16, 1]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`] below rank 2; [`ShapeError::Layout`] otherwise.
+pub fn contiguous_heads(
+    op: &'static str,
+    operand: &'static str,
+    shape: &[usize],
+    strides: &[usize],
+) -> Result<(), ShapeError> {
+    let rank = shape.len();
+    if rank < 2 || strides.len() != rank {
+        return Err(ShapeError::Rank {
+            op,
+            operand,
+            expected: ">= 2",
+            shape: shape.to_vec(),
+        });
+    }
+    let (rows, cols) = (shape[rank - 2], shape[rank - 1]);
+    let ok = (cols <= 1 || strides[rank - 1] == 1) && (rows <= 1 || strides[rank - 2] == cols);
+    if ok {
+        Ok(())
+    } else {
+        Err(ShapeError::Layout {
+            op,
+            operand,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            expected: "its last two dimensions back to back (strides [.., n, 1])",
+        })
+    }
 }
 
 /// The dimensions of `a [.., m, k] × b [k, n]`.
