@@ -84,6 +84,7 @@ extern crate alloc;
 mod context;
 pub mod graph;
 mod kernels;
+mod kv_cache;
 mod registry;
 mod schedule;
 pub mod shape;
@@ -106,6 +107,7 @@ pub use kernels::{
     Work, CONV2D_PARALLEL_MIN_WORK, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG,
     MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
 };
+pub use kv_cache::KvCache;
 pub use registry::{KernelDispatch, KernelProvider, KernelRegistry};
 pub use schedule::{
     chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, Schedule,

@@ -147,6 +147,25 @@ pub enum ShapeError {
         /// The permutation given.
         permutation: Vec<usize>,
     },
+    /// A K/V cache append: the new keys or values are not `[b, nKV, t, hd]` of the cache's
+    /// `b`, `nKV`, `hd`, or keys and values differ in length.
+    KvAppendShape {
+        /// The cache's shape `[b, nKV, capacity, hd]`.
+        cache: Vec<usize>,
+        /// The new keys' shape.
+        k: Vec<usize>,
+        /// The new values' shape.
+        v: Vec<usize>,
+    },
+    /// A K/V cache append would go past the cache's capacity.
+    KvCacheFull {
+        /// The positions the cache holds.
+        capacity: usize,
+        /// The positions already filled.
+        len: usize,
+        /// The positions being appended.
+        new: usize,
+    },
     /// A view's strides do not lay out its values the way the op reads them (the op reads rows
     /// or heads as contiguous slices; it never gathers single values).
     Layout {
@@ -244,6 +263,14 @@ impl fmt::Display for ShapeError {
             Self::Permutation { shape, permutation } => write!(
                 f,
                 "transpose: {permutation:?} is not a permutation of the dimensions of {shape:?}"
+            ),
+            Self::KvAppendShape { cache, k, v } => write!(
+                f,
+                "kv_cache: new keys {k:?} and values {v:?} are not [b, nKV, t, hd] of the cache {cache:?}"
+            ),
+            Self::KvCacheFull { capacity, len, new } => write!(
+                f,
+                "kv_cache: appending {new} positions to the {len} filled exceeds the capacity of {capacity}"
             ),
             Self::Layout {
                 op,
@@ -487,6 +514,42 @@ pub fn contiguous_heads(
             expected: "its last two dimensions back to back (strides [.., n, 1])",
         })
     }
+}
+
+/// Validates an append of `k`, `v` to a K/V cache of shape `cache` `[b, nKV, capacity, hd]`
+/// holding `len` positions: both are `[b, nKV, t, hd]` with the same `t`, and `len + t` fits
+/// the capacity. Returns `t`.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::kv_append(&[1, 3, 8, 4], 6, &[1, 3, 2, 4], &[1, 3, 2, 4]), Ok(2));
+/// assert!(shape::kv_append(&[1, 3, 8, 4], 7, &[1, 3, 2, 4], &[1, 3, 2, 4]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::KvAppendShape`], then [`ShapeError::KvCacheFull`].
+pub fn kv_append(
+    cache: &[usize],
+    len: usize,
+    k: &[usize],
+    v: &[usize],
+) -> Result<usize, ShapeError> {
+    let fits_cache = |s: &[usize]| {
+        s.len() == 4 && cache.len() == 4 && s[0] == cache[0] && s[1] == cache[1] && s[3] == cache[3]
+    };
+    if !fits_cache(k) || !fits_cache(v) || k[2] != v[2] {
+        return Err(ShapeError::KvAppendShape {
+            cache: cache.to_vec(),
+            k: k.to_vec(),
+            v: v.to_vec(),
+        });
+    }
+    let (capacity, new) = (cache[2], k[2]);
+    if len.checked_add(new).is_none_or(|end| end > capacity) {
+        return Err(ShapeError::KvCacheFull { capacity, len, new });
+    }
+    Ok(new)
 }
 
 /// The dimensions of `a [.., m, k] × b [k, n]`.

@@ -134,6 +134,23 @@ impl<'a> TensorView<'a> {
         })
     }
 
+    /// A view the caller knows to be in bounds (a prefix of a buffer it allocated itself).
+    /// Reading it stays bounds-checked; a wrong view would panic, never read wild memory.
+    pub(crate) fn trusted(
+        data: &'a [f32],
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        offset: usize,
+    ) -> Self {
+        debug_assert!(Self::strided(data, shape.clone(), strides.clone(), offset).is_ok());
+        Self {
+            data,
+            offset,
+            shape,
+            strides,
+        }
+    }
+
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         &self.shape
