@@ -101,6 +101,11 @@ pub use context::{
     OpsContext, Scheduled,
 };
 pub use kernels::{
+    add_broadcast, add_broadcast_with, embedding, embedding_with, rms_norm, rms_norm_with, rope,
+    rope_with, silu_mul, silu_mul_with, vecmat, vecmat_with, DECODER_PARALLEL_MIN_WORK,
+    VECMAT_PARALLEL_MIN_WORK,
+};
+pub use kernels::{
     conv2d, conv2d_with, cpu_kernels, exp, matmul, matmul_with, parallel_chunks,
     scaled_dot_product_attention, scaled_dot_product_attention_with, selected_kernels,
     Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef, SdpaOptions, TensorOps,

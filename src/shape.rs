@@ -166,6 +166,45 @@ pub enum ShapeError {
         /// The positions being appended.
         new: usize,
     },
+    /// A normalisation's weight is not one value per feature (the last dimension of `x`).
+    NormWeight {
+        /// The op (`rms_norm`).
+        op: &'static str,
+        /// The input shape `[.., d]`.
+        x: Vec<usize>,
+        /// The weight shape (must be `[d]`).
+        weight: Vec<usize>,
+    },
+    /// Rotary embedding: the head dimension is odd, so it does not split into pairs.
+    RopeOddHeadDim {
+        /// The input shape `[b, heads, s, hd]`.
+        x: Vec<usize>,
+    },
+    /// Rotary embedding: the last position (`offset + s - 1`) overflows.
+    RopePositions {
+        /// The input shape `[b, heads, s, hd]`.
+        x: Vec<usize>,
+        /// The position of the first row.
+        offset: usize,
+    },
+    /// Two operands do not broadcast together (trailing alignment: every dimension equal or 1).
+    Broadcast {
+        /// The op (`add`).
+        op: &'static str,
+        /// The left shape.
+        a: Vec<usize>,
+        /// The right shape.
+        b: Vec<usize>,
+    },
+    /// Embedding lookup: a token id is not a row of the table.
+    EmbeddingId {
+        /// The table shape `[vocab, d]`.
+        table: Vec<usize>,
+        /// Where in the ids it is.
+        index: usize,
+        /// The id.
+        id: usize,
+    },
     /// A view's strides do not lay out its values the way the op reads them (the op reads rows
     /// or heads as contiguous slices; it never gathers single values).
     Layout {
@@ -271,6 +310,25 @@ impl fmt::Display for ShapeError {
             Self::KvCacheFull { capacity, len, new } => write!(
                 f,
                 "kv_cache: appending {new} positions to the {len} filled exceeds the capacity of {capacity}"
+            ),
+            Self::NormWeight { op, x, weight } => write!(
+                f,
+                "{op}: weight {weight:?} is not one value per feature of x {x:?}"
+            ),
+            Self::RopeOddHeadDim { x } => write!(
+                f,
+                "rope: head dimension of x {x:?} is odd; it must split into pairs"
+            ),
+            Self::RopePositions { x, offset } => write!(
+                f,
+                "rope: positions from {offset} over x {x:?} overflow"
+            ),
+            Self::Broadcast { op, a, b } => {
+                write!(f, "{op}: operands {a:?} and {b:?} do not broadcast together")
+            }
+            Self::EmbeddingId { table, index, id } => write!(
+                f,
+                "embedding: token id {id} (at index {index}) is not a row of the table {table:?}"
             ),
             Self::Layout {
                 op,
@@ -514,6 +572,164 @@ pub fn contiguous_heads(
             expected: "its last two dimensions back to back (strides [.., n, 1])",
         })
     }
+}
+
+/// Checks that a view's last dimension lies back to back (stride 1, or at most one element),
+/// as the row-wise ops read it.
+///
+/// # Errors
+///
+/// [`ShapeError::Layout`].
+pub fn contiguous_rows(
+    op: &'static str,
+    operand: &'static str,
+    shape: &[usize],
+    strides: &[usize],
+) -> Result<(), ShapeError> {
+    match (shape.last(), strides.last()) {
+        (Some(&d), Some(&s)) if d > 1 && s != 1 => Err(ShapeError::Layout {
+            op,
+            operand,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            expected: "the last stride 1",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Validates RMS normalisation: `x [.., d]` (rank at least 1) and `weight [d]`. Returns
+/// `(rows, d)`, the rows being every dimension but the last.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::rms_norm(&[2, 5, 8], &[8]), Ok((10, 8)));
+/// assert!(shape::rms_norm(&[2, 5, 8], &[5]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::NormWeight`], [`ShapeError::TooLarge`].
+pub fn rms_norm(x: &[usize], weight: &[usize]) -> Result<(usize, usize), ShapeError> {
+    const OP: &str = "rms_norm";
+    let Some((&d, outer)) = x.split_last() else {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "x",
+            expected: ">= 1",
+            shape: x.to_vec(),
+        });
+    };
+    if weight != [d] {
+        return Err(ShapeError::NormWeight {
+            op: OP,
+            x: x.to_vec(),
+            weight: weight.to_vec(),
+        });
+    }
+    fits(OP, &[x, weight], x)?;
+    let rows = element_count(outer).ok_or_else(|| too_large(OP, &[x, weight]))?;
+    Ok((rows, d))
+}
+
+/// Validates a rotary position embedding of `x [b, heads, s, hd]` whose rows sit at positions
+/// `offset..offset + s`: `hd` even, the positions representable. Returns the four dimensions.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::rope(&[1, 9, 4, 64], 128), Ok([1, 9, 4, 64]));
+/// assert!(shape::rope(&[1, 9, 4, 63], 0).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::RopeOddHeadDim`], [`ShapeError::RopePositions`].
+pub fn rope(x: &[usize], offset: usize) -> Result<[usize; 4], ShapeError> {
+    let dims = rank4("rope", "x", x)?;
+    if dims[3] % 2 != 0 {
+        return Err(ShapeError::RopeOddHeadDim { x: x.to_vec() });
+    }
+    if offset.checked_add(dims[2]).is_none() {
+        return Err(ShapeError::RopePositions {
+            x: x.to_vec(),
+            offset,
+        });
+    }
+    fits("rope", &[x], x)?;
+    Ok(dims)
+}
+
+/// The shape `a` and `b` broadcast to (trailing alignment: the shorter shape is padded with
+/// leading 1s; each pair of dimensions is equal or one of them is 1).
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::broadcast("add", &[2, 3, 4], &[4]), Ok(vec![2, 3, 4]));
+/// assert_eq!(shape::broadcast("add", &[2, 1, 4], &[3, 1]), Ok(vec![2, 3, 4]));
+/// assert!(shape::broadcast("add", &[2, 3], &[2]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Broadcast`], [`ShapeError::TooLarge`].
+pub fn broadcast(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let rank = a.len().max(b.len());
+    let at = |s: &[usize], i: usize| {
+        // Dimension `i` of `s` padded on the left to `rank`.
+        (i + s.len()).checked_sub(rank).map_or(1, |j| s[j])
+    };
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let (x, y) = (at(a, i), at(b, i));
+        let d = match (x, y) {
+            _ if x == y => x,
+            (1, _) => y,
+            (_, 1) => x,
+            _ => {
+                return Err(ShapeError::Broadcast {
+                    op,
+                    a: a.to_vec(),
+                    b: b.to_vec(),
+                })
+            }
+        };
+        out.push(d);
+    }
+    fits(op, &[a, b], &out)?;
+    Ok(out)
+}
+
+/// Validates an embedding lookup of `ids` in `table [vocab, d]`: every id below `vocab`.
+/// Returns the output shape `[ids.len(), d]`.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::embedding(&[100, 8], &[3, 99]), Ok(vec![2, 8]));
+/// assert!(shape::embedding(&[100, 8], &[3, 100]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::EmbeddingId`], [`ShapeError::TooLarge`].
+pub fn embedding(table: &[usize], ids: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let [vocab, d] = *table else {
+        return Err(ShapeError::Rank {
+            op: "embedding",
+            operand: "table",
+            expected: "2",
+            shape: table.to_vec(),
+        });
+    };
+    if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id >= vocab) {
+        return Err(ShapeError::EmbeddingId {
+            table: table.to_vec(),
+            index,
+            id,
+        });
+    }
+    let out = vec![ids.len(), d];
+    fits("embedding", &[table], &out)?;
+    Ok(out)
 }
 
 /// Validates an append of `k`, `v` to a K/V cache of shape `cache` `[b, nKV, capacity, hd]`

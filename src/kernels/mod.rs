@@ -4,7 +4,10 @@
 //! [`TensorOps`] value binds them to the schedule they run under.
 //!
 //! * [`scaled_dot_product_attention`] — grouped-query attention over (batch, head) units;
-//! * [`matmul()`] — over output rows; [`conv2d()`] — over (batch, output channel) planes;
+//! * [`matmul()`] — over output rows; [`vecmat`] — the same product over output columns, for
+//!   the one-row products of a decode step; [`conv2d()`] — over (batch, output channel) planes;
+//! * the decoder ops [`rms_norm`], [`rope`], [`silu_mul`], [`add_broadcast`], [`embedding`] —
+//!   over output rows, reading [`TensorView`](crate::TensorView)s;
 //! * [`parallel_chunks`] — the one way they open a region (inline below a [`Work`] threshold);
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`cpu_kernels`] — the registry of compiled variants of the inner loops (portable, SSE2,
@@ -20,6 +23,7 @@
 
 mod config;
 mod conv;
+mod decoder;
 mod error;
 mod loops;
 mod matmul;
@@ -29,9 +33,14 @@ mod sdpa;
 #[cfg(all(test, not(feature = "loom")))]
 mod tests;
 mod variants;
+mod vecmat;
 
 pub use config::KernelConfig;
 pub use conv::{conv2d, conv2d_with, Conv2dOptions, CONV2D_PARALLEL_MIN_WORK};
+pub use decoder::{
+    add_broadcast, add_broadcast_with, embedding, embedding_with, rms_norm, rms_norm_with, rope,
+    rope_with, silu_mul, silu_mul_with, DECODER_PARALLEL_MIN_WORK,
+};
 pub use error::KernelError;
 pub use loops::exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};
 pub use matmul::{matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};
@@ -42,3 +51,4 @@ pub use sdpa::{
     SDPA_PARALLEL_MIN_WORK,
 };
 pub use variants::{cpu_kernels, selected_kernels, CpuKernels};
+pub use vecmat::{vecmat, vecmat_with, VECMAT_PARALLEL_MIN_WORK};

@@ -280,6 +280,32 @@ impl<'a> TensorView<'a> {
         })
     }
 
+    /// Row `r` of the view seen as `[rows, last]` (every dimension but the last flattened,
+    /// row-major), when the last stride is 1 (or the last dimension has at most one element).
+    /// `None` when `r` is out of range or the rows are not contiguous.
+    pub(crate) fn row(&self, r: usize) -> Option<&'a [f32]> {
+        let (&last, outer) = self.shape.split_last()?;
+        if last > 1 && self.strides[self.shape.len() - 1] != 1 {
+            return None;
+        }
+        let mut at = self.offset;
+        let mut rest = r;
+        for (&d, &s) in outer.iter().zip(&self.strides).rev() {
+            if d == 0 {
+                return None;
+            }
+            at += (rest % d) * s;
+            rest /= d;
+        }
+        if rest != 0 {
+            return None;
+        }
+        if last == 0 {
+            return Some(&[]);
+        }
+        self.data.get(at..at + last)
+    }
+
     /// Copies the named elements, row-major, into `out` (exactly [`len`](Self::len) values).
     pub(crate) fn copy_into(&self, out: &mut [f32]) {
         if out.is_empty() {

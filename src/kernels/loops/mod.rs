@@ -5,7 +5,10 @@
 //! * [`lanes`] — the fixed-order dot products, sums and accumulations built on it;
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`attend`], [`matmul`], [`conv`] — one unit of each kernel: a (batch, head) of attention,
-//!   rows of a product, an output plane of a convolution.
+//!   rows of a product, an output plane of a convolution;
+//! * [`norm`], [`rope`], [`gate`] — one row of the decoder ops: RMS normalisation, rotary
+//!   position embedding, the SiLU gate (plain fixed-order loops, the same bits on every
+//!   backend, so they need no compiled variants).
 //!
 //! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
 //! `kernels/variants.rs` compiles these loops once per backend and registers the results.
@@ -13,6 +16,9 @@
 pub(crate) mod attend;
 pub(crate) mod conv;
 pub(crate) mod exp;
+pub(crate) mod gate;
 pub(crate) mod lanes;
 pub(crate) mod matmul;
+pub(crate) mod norm;
+pub(crate) mod rope;
 pub(crate) mod simd;
