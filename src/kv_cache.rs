@@ -127,13 +127,27 @@ impl KvCache {
         let (k, v) = (k.into(), v.into());
         let new = shape::kv_append(&self.shape, self.len, k.shape(), v.shape())?;
         let [b, kv_heads, capacity, hd] = self.shape;
+        if new == 0 || hd == 0 {
+            return Ok(());
+        }
         for (src, dst) in [(&k, &mut self.keys), (&v, &mut self.values)] {
+            let (data, st) = (src.buffer(), src.strides());
             for bi in 0..b {
                 for h in 0..kv_heads {
                     // One (batch, head) of the new positions, into its slot after the prefix.
-                    let head = src.narrow(0, bi, 1)?.narrow(1, h, 1)?;
                     let start = ((bi * kv_heads + h) * capacity + self.len) * hd;
-                    head.copy_into(&mut dst[start..start + new * hd]);
+                    let slot = &mut dst[start..start + new * hd];
+                    for (p, row) in slot.chunks_exact_mut(hd).enumerate() {
+                        // In bounds: (bi, h, p, ..) is inside the view, which was checked.
+                        let at = src.offset() + bi * st[0] + h * st[1] + p * st[2];
+                        if st[3] == 1 {
+                            row.copy_from_slice(&data[at..at + hd]);
+                        } else {
+                            for (j, x) in row.iter_mut().enumerate() {
+                                *x = data[at + j * st[3]];
+                            }
+                        }
+                    }
                 }
             }
         }
