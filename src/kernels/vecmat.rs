@@ -8,9 +8,12 @@ use crate::schedule::Schedule;
 use crate::shape;
 use crate::tensor::Tensor;
 
-/// Calls with fewer multiply-adds than this (`rows·k·n`) run inline on the caller; the same
-/// figure as [`MATMUL_PARALLEL_MIN_WORK`](crate::MATMUL_PARALLEL_MIN_WORK).
-pub const VECMAT_PARALLEL_MIN_WORK: u64 = 1 << 18;
+/// Calls with fewer multiply-adds than this (`rows·k·n`) run inline on the caller. 2^16: a
+/// one-row product reads a fresh weight value per multiply-add, so it is bound by memory and
+/// 2^16 of them (256 KiB of weights, tens of µs on one core) cost several times a region —
+/// SDPA, whose multiply-adds are cheaper, measured its break-even at 2^15. This keeps a
+/// SmolLM2-sized decoder's K/V projections (576 × 192) on both cores.
+pub const VECMAT_PARALLEL_MIN_WORK: u64 = 1 << 16;
 
 /// Output columns accumulated together: 512 accumulators (2 KiB) stay in L1 while the rows of
 /// `w` stream past.
