@@ -41,7 +41,7 @@ const TILE: usize = 512;
 ///
 /// # Errors
 ///
-/// As [`matmul()`]: [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of
+/// As [`matmul()`](crate::matmul()): [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of
 /// [`shape::matmul`] (op `matmul`); [`KernelError::Tensor`] when the output cannot be
 /// allocated.
 pub fn vecmat(x: &Tensor, w: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
