@@ -14,8 +14,8 @@
 //! `KV µs/token` (the cache time of one decode step, all layers).
 //!
 //! Flags: `--layers N --hidden N --heads N --kv-heads N --head-dim N --mlp N --vocab N
-//! --theta X --prompt-len N --new-tokens N`, `--all-schedules` (also `dedicated(1..=4)` with
-//! the positional cache), `--repeat N` (run each configuration N times and keep the fastest
+//! --theta X --prompt-len N --new-tokens N`, `--all-schedules` (also `dedicated(1..=4)`, and
+//! `RayonSchedule` when built with `--features parallel,rayon`, with the positional cache), `--repeat N` (run each configuration N times and keep the fastest
 //! of each timing, for a shared machine), `--json` (one JSON object on the last line).
 
 #[allow(dead_code)] // the test that shares the model uses other parts of it
@@ -139,6 +139,11 @@ fn run(args: &Args) -> Result<bool, KernelError> {
             let schedule = dedicated(p).expect("1..=4 is a valid parallelism");
             configs.push((Arc::new(schedule), "positional"));
         }
+        #[cfg(feature = "rayon")]
+        configs.push((
+            Arc::new(skainet_schedule::RayonSchedule::global()),
+            "positional",
+        ));
     }
     // Untimed: starts the pool's threads and faults in the code paths before any measurement.
     for (schedule, _) in &configs[..3] {
