@@ -15,11 +15,13 @@ pub(crate) fn angle_table(
     let mut table = Vec::new();
     table.try_reserve_exact(len.checked_mul(half)?).ok()?;
     let theta = f64::from(theta);
+    let mut inv_freq = Vec::new();
+    inv_freq.try_reserve_exact(half).ok()?;
+    inv_freq.extend((0..half).map(|j| libm::pow(theta, -((2 * j) as f64) / hd as f64)));
     for i in 0..len {
         let pos = (offset + i) as f64;
-        for j in 0..half {
-            let inv_freq = libm::pow(theta, -((2 * j) as f64) / hd as f64);
-            let angle = pos * inv_freq;
+        for &f in &inv_freq {
+            let angle = pos * f;
             table.push([libm::cos(angle) as f32, libm::sin(angle) as f32]);
         }
     }
