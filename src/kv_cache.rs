@@ -42,12 +42,22 @@ use crate::tensor::{try_zeroed, TensorError, TensorView};
 /// assert_eq!(cache.len(), 3);
 /// # }
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct KvCache {
     keys: Vec<f32>,
     values: Vec<f32>,
     shape: [usize; 4],
     len: usize,
+}
+
+/// The shape and fill, not the buffers.
+impl core::fmt::Debug for KvCache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KvCache")
+            .field("shape", &self.shape)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl KvCache {

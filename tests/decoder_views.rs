@@ -158,3 +158,24 @@ fn a_tensor_is_a_contiguous_view_of_itself() {
     assert_eq!(v.as_slice(), Some(t.data()));
     assert_eq!(v.to_tensor().unwrap(), t);
 }
+
+#[test]
+fn views_are_equal_when_their_named_values_are() {
+    let compact = Tensor::from_fn(vec![2, 2], |i| [0.0, 1.0, 4.0, 5.0][i]).unwrap();
+    let data = counting(8);
+    let strided = TensorView::strided(&data, vec![2, 2], vec![4, 1], 0).unwrap();
+    assert_eq!(strided, compact.view());
+    let other = TensorView::strided(&data, vec![2, 2], vec![4, 1], 1).unwrap();
+    assert_ne!(strided, other);
+    assert_ne!(strided, strided.permute(&[1, 0]).unwrap());
+}
+
+#[test]
+fn debug_shows_the_layout_not_the_buffer() {
+    let data = counting(1000);
+    let v = TensorView::strided(&data, vec![2, 3], vec![100, 1], 7).unwrap();
+    assert_eq!(
+        format!("{v:?}"),
+        "TensorView { shape: [2, 3], strides: [100, 1], offset: 7, buffer_len: 1000 }"
+    );
+}

@@ -3,6 +3,7 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt;
 
 use super::{Tensor, TensorError};
 use crate::shape::element_count;
@@ -33,7 +34,7 @@ use crate::shape::element_count;
 /// assert_eq!(v.strides(), [2, 1]);
 /// assert_eq!(v.permute(&[1, 0]).unwrap().to_tensor().unwrap().data(), [1.0, 3.0, 2.0, 4.0]);
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct TensorView<'a> {
     data: &'a [f32],
     offset: usize,
@@ -353,6 +354,58 @@ impl<'a> TensorView<'a> {
         let mut t = Tensor::zeros(self.shape.clone())?;
         self.copy_into(t.data_mut());
         Ok(t)
+    }
+}
+
+/// The shape, strides and offset, not the borrowed values (a cache's buffer can hold millions).
+impl fmt::Debug for TensorView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorView")
+            .field("shape", &self.shape)
+            .field("strides", &self.strides)
+            .field("offset", &self.offset)
+            .field("buffer_len", &self.data.len())
+            .finish()
+    }
+}
+
+/// Two views are equal when they have the same shape and equal values at every index (as
+/// `f32 ==`, like [`Tensor`]'s equality), whatever their strides and buffers.
+impl PartialEq for TensorView<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        if self.shape != other.shape {
+            return false;
+        }
+        if self.is_empty() {
+            return true;
+        }
+        let mut index = vec![0usize; self.rank()];
+        let at = |v: &Self, index: &[usize]| {
+            v.offset
+                + index
+                    .iter()
+                    .zip(&v.strides)
+                    .map(|(&i, &s)| i * s)
+                    .sum::<usize>()
+        };
+        loop {
+            if self.data[at(self, &index)] != other.data[at(other, &index)] {
+                return false;
+            }
+            // The odometer, last dimension fastest; done when it wraps around.
+            let mut d = self.rank();
+            loop {
+                if d == 0 {
+                    return true;
+                }
+                d -= 1;
+                index[d] += 1;
+                if index[d] < self.shape[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
     }
 }
 
