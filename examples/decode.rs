@@ -150,27 +150,25 @@ fn run(args: &Args) -> Result<bool, KernelError> {
         let warm = prompt.len().min(8);
         model.generate::<KvCache>(&prompt[..warm], 2, schedule.as_ref(), &mut |_| {})?;
     }
-    let mut runs = Vec::new();
-    for (i, (schedule, cache)) in configs.iter().enumerate() {
-        let label = format!("{} × {cache}", schedule.name());
-        eprintln!(
-            "[{}/{}] {label}: prefill of {} tokens",
-            i + 1,
-            configs.len(),
-            prompt.len()
-        );
-        let mut progress = |done: usize| {
-            if done % 8 == 0 {
-                eprintln!(
-                    "[{}/{}] {label}: {done}/{} tokens",
-                    i + 1,
-                    configs.len(),
-                    args.new_tokens
-                );
-            }
-        };
-        let mut best: Option<Generation> = None;
-        for _ in 0..args.repeat {
+    // Repetitions go round the configurations, so a burst of load elsewhere on the machine
+    // hits them all alike rather than one configuration's block.
+    let mut best: Vec<Option<Generation>> = configs.iter().map(|_| None).collect();
+    for rep in 0..args.repeat {
+        for (i, (schedule, cache)) in configs.iter().enumerate() {
+            let label = format!("{} × {cache}", schedule.name());
+            eprintln!(
+                "[{}/{}, repetition {}/{}] {label}: prefill of {} tokens",
+                i + 1,
+                configs.len(),
+                rep + 1,
+                args.repeat,
+                prompt.len()
+            );
+            let mut progress = |done: usize| {
+                if done % 8 == 0 {
+                    eprintln!("  {label}: {done}/{} tokens", args.new_tokens);
+                }
+            };
             let s = schedule.as_ref();
             let g = match *cache {
                 "positional" => {
@@ -178,18 +176,21 @@ fn run(args: &Args) -> Result<bool, KernelError> {
                 }
                 _ => model.generate::<AppendCache>(&prompt, args.new_tokens, s, &mut progress)?,
             };
-            best = Some(match best {
+            best[i] = Some(match best[i].take() {
                 None => g,
                 Some(b) => fastest(b, g),
             });
         }
-        let generation = best.expect("repeat is at least 1");
-        runs.push(Run {
+    }
+    let runs: Vec<Run> = configs
+        .iter()
+        .zip(best)
+        .map(|((schedule, cache), g)| Run {
             schedule: schedule.name().to_string(),
             cache,
-            generation,
-        });
-    }
+            generation: g.expect("repeat is at least 1"),
+        })
+        .collect();
 
     let first = &runs[0].generation;
     let identical = runs.iter().all(|r| {

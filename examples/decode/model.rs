@@ -58,16 +58,17 @@ impl Config {
     }
 }
 
-/// The weights of one block; projections are stored `[in, out]` (`y = x · W`).
+/// The weights of one block; projections are stored `[in, out]` (`y = x · W`). The query, key
+/// and value projections are one matrix `[d, (H + 2·nKV)·hd]`, and the MLP's gate and up
+/// projections (`W1`, `W3`) one matrix `[d, 2·mlp]`: one product (one region) each, whose
+/// column blocks the next ops read as views. Each output column is computed exactly as in a
+/// product with its own matrix, so the fusion changes no bit.
 pub struct Layer {
     attn_norm: Tensor,
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
+    wqkv: Tensor,
     wo: Tensor,
     mlp_norm: Tensor,
-    w1: Tensor,
-    w3: Tensor,
+    w13: Tensor,
     w2: Tensor,
 }
 
@@ -119,13 +120,10 @@ impl Model {
                 let s = 100 + l * 16;
                 Layer {
                     attn_norm: norm_weight(d, s),
-                    wq: projection(d, heads * hd, s + 1),
-                    wk: projection(d, kv_heads * hd, s + 2),
-                    wv: projection(d, kv_heads * hd, s + 3),
+                    wqkv: projection(d, (heads + 2 * kv_heads) * hd, s + 1),
                     wo: projection(heads * hd, d, s + 4),
                     mlp_norm: norm_weight(d, s + 5),
-                    w1: projection(d, mlp, s + 6),
-                    w3: projection(d, mlp, s + 7),
+                    w13: projection(d, 2 * mlp, s + 6),
                     w2: projection(mlp, d, s + 8),
                 }
             })
@@ -165,20 +163,17 @@ impl Model {
         };
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
             let h = rms_norm(&x, &layer.attn_norm, c.norm_eps, schedule)?;
-            let q = linear(&h, &layer.wq, schedule)?;
-            let k = linear(&h, &layer.wk, schedule)?;
-            let v = linear(&h, &layer.wv, schedule)?;
-            // The projections are [s, heads·hd] = [1, s, heads, hd]; RoPE and the cache read
-            // them as [1, heads, s, hd] through a permuted view, without a copy.
-            let q = rope(heads_view(&q, c.heads, hd)?, offset, c.rope_theta, schedule)?;
-            let k = rope(
-                heads_view(&k, c.kv_heads, hd)?,
-                offset,
-                c.rope_theta,
-                schedule,
-            )?;
+            // [s, (H + 2·nKV)·hd]: q, k and v side by side in each row. RoPE and the cache
+            // read each block as [1, heads, s, hd] through a strided view, without a copy.
+            let qkv = linear(&h, &layer.wqkv, schedule)?;
+            let (k_at, v_at) = (c.heads * hd, (c.heads + c.kv_heads) * hd);
+            let q = heads_view(&qkv, 0, c.heads, hd)?;
+            let k = heads_view(&qkv, k_at, c.kv_heads, hd)?;
+            let v = heads_view(&qkv, v_at, c.kv_heads, hd)?;
+            let q = rope(q, offset, c.rope_theta, schedule)?;
+            let k = rope(k, offset, c.rope_theta, schedule)?;
             let t = Instant::now();
-            cache.append(k.view(), heads_view(&v, c.kv_heads, hd)?)?;
+            cache.append(k.view(), v)?;
             let (keys, values) = (cache.keys(), cache.values());
             timing.kv_cache += t.elapsed();
             let t = Instant::now();
@@ -192,9 +187,10 @@ impl Model {
                 .reshape(vec![s, c.heads * hd])?;
             x = add_broadcast(&x, &linear(&attn, &layer.wo, schedule)?, schedule)?;
             let h = rms_norm(&x, &layer.mlp_norm, c.norm_eps, schedule)?;
-            let gate = linear(&h, &layer.w1, schedule)?;
-            let up = linear(&h, &layer.w3, schedule)?;
-            let act = silu_mul(&gate, &up, schedule)?;
+            // [s, 2·mlp]: the gate (x·W1) and up (x·W3) halves of each row, read as views.
+            let gate_up = linear(&h, &layer.w13, schedule)?;
+            let (gate, up) = halves(&gate_up, c.mlp)?;
+            let act = silu_mul(gate, up, schedule)?;
             x = add_broadcast(&x, &linear(&act, &layer.w2, schedule)?, schedule)?;
         }
         let last = x.view().narrow(0, s.saturating_sub(1), 1)?;
@@ -250,10 +246,31 @@ pub fn linear(x: &Tensor, w: &Tensor, schedule: &dyn Schedule) -> Result<Tensor,
     }
 }
 
-/// `[s, heads·hd]` seen as `[1, heads, s, hd]`.
-fn heads_view(t: &Tensor, heads: usize, hd: usize) -> Result<TensorView<'_>, KernelError> {
+/// The `heads·hd` columns of `t` `[s, width]` from column `start`, seen as
+/// `[1, heads, s, hd]`.
+fn heads_view(
+    t: &Tensor,
+    start: usize,
+    heads: usize,
+    hd: usize,
+) -> Result<TensorView<'_>, KernelError> {
+    let [s, width] = *t.shape() else {
+        unreachable!("a projection's output is [s, width]")
+    };
+    let shape = vec![1, heads, s, hd];
+    Ok(TensorView::strided(
+        t.data(),
+        shape,
+        vec![s * width, hd, width, 1],
+        start,
+    )?)
+}
+
+/// The two halves `[s, n]` of each row of `t` `[s, 2·n]`.
+fn halves(t: &Tensor, n: usize) -> Result<(TensorView<'_>, TensorView<'_>), KernelError> {
     let s = t.shape()[0];
-    Ok(TensorView::new(t.data(), vec![1, s, heads, hd])?.permute(&[0, 2, 1, 3])?)
+    let half = |start| TensorView::strided(t.data(), vec![s, n], vec![2 * n, 1], start);
+    Ok((half(0)?, half(n)?))
 }
 
 /// The index of the largest value (the first of equal ones); NaN never wins.
