@@ -436,7 +436,14 @@ fn an_embedding_table_of_rank_1_is_an_error() {
 
 #[test]
 fn vecmat_is_bit_identical_under_every_schedule_and_variant() {
-    for (rows, k, n) in [(1, 576, 1536), (1, 64, 2000), (3, 33, 700), (1, 5, 1)] {
+    // Widths above 2048 cross the kernel's column tiles.
+    for (rows, k, n) in [
+        (1, 576, 1536),
+        (1, 16, 4100),
+        (3, 33, 700),
+        (2, 8, 4500),
+        (1, 5, 1),
+    ] {
         let x = uniform(&[rows, k], 1);
         let w = uniform(&[k, n], 2);
         let want = vecmat(&x, &w, &Sequential).unwrap();
@@ -446,7 +453,7 @@ fn vecmat_is_bit_identical_under_every_schedule_and_variant() {
 
 #[test]
 fn vecmat_gives_the_bits_of_matmul() {
-    for (rows, k, n) in [(1, 576, 1536), (3, 33, 1100), (2, 0, 4)] {
+    for (rows, k, n) in [(1, 576, 1536), (3, 33, 1100), (1, 16, 4100), (2, 0, 4)] {
         let x = uniform(&[1, rows, k], 1);
         let w = uniform(&[k, n], 2);
         let want = matmul(&x, &w, &Sequential).unwrap();
