@@ -62,8 +62,10 @@
 //!
 //! Everything a kernel caller needs is at the crate root: the contract ([`Schedule`],
 //! [`Sequential`], [`ScheduleExt`]), the schedules of the features (`hardware()`,
-//! `dedicated()`, `RayonSchedule`), the tensor ([`Tensor`]), the kernels
-//! ([`scaled_dot_product_attention`], [`matmul()`], [`conv2d()`]) and their one error type
+//! `dedicated()`, `RayonSchedule`), the tensor ([`Tensor`]) and borrowed, strided views of
+//! values ([`TensorView`]), the positional K/V cache ([`KvCache`]), the kernels
+//! ([`scaled_dot_product_attention`], [`matmul()`], [`vecmat`], [`conv2d()`], and a decoder's
+//! [`rms_norm`], [`rope`], [`silu_mul`], [`add_broadcast`], [`embedding`]) and their one error type
 //! [`KernelError`] (`From<TensorError>`, so one `?` covers building inputs and calling a
 //! kernel), the context seam, tracing and the registries. Three modules group what is not:
 //! [`shape`] (the shape rules every op shares, wrapped by [`KernelError::Shape`] and
@@ -84,6 +86,7 @@ extern crate alloc;
 mod context;
 pub mod graph;
 mod kernels;
+mod kv_cache;
 mod registry;
 mod schedule;
 pub mod shape;
@@ -101,19 +104,21 @@ pub use context::{
     OpsContext, Scheduled,
 };
 pub use kernels::{
-    conv2d, conv2d_with, cpu_kernels, exp, linear, linear_with, matmul, matmul_with,
-    parallel_chunks, scaled_dot_product_attention, scaled_dot_product_attention_with,
-    selected_kernels, Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef,
-    Precision, SdpaOptions, TensorOps, Work, CONV2D_PARALLEL_MIN_WORK, EXP_MAX_ARG,
-    EXP_MAX_REL_ERROR, EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
+    add_broadcast, add_broadcast_with, conv2d, conv2d_with, cpu_kernels, embedding, embedding_with,
+    exp, linear, linear_with, matmul, matmul_with, parallel_chunks, rms_norm, rms_norm_with, rope,
+    rope_with, scaled_dot_product_attention, scaled_dot_product_attention_with, selected_kernels,
+    silu_mul, silu_mul_with, Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef,
+    Precision, SdpaOptions, TensorOps, Work, CONV2D_PARALLEL_MIN_WORK, DECODER_PARALLEL_MIN_WORK,
+    EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
 };
+pub use kv_cache::KvCache;
 pub use registry::{KernelDispatch, KernelProvider, KernelRegistry};
 pub use schedule::{
     chunk_for, same_schedule, tasks_for, Chunks, DisjointError, DisjointSlice, Schedule,
     ScheduleExt, ScheduleRef, Sequential, TryChunkBody,
 };
 pub use shape_error::ShapeError;
-pub use tensor::{Tensor, TensorError};
+pub use tensor::{Tensor, TensorError, TensorView};
 pub use trace::{CollectingSink, NoopSink, TraceEvent, TraceSink, TraceSinkRef};
 #[cfg(feature = "tracing")]
 pub use trace::{TracingSink, TRACING_TARGET};

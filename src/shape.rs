@@ -197,6 +197,244 @@ fn mask_broadcasts(shape: &[usize], scores: [usize; 4]) -> bool {
             .all(|(&d, &s)| d == 1 || d == s)
 }
 
+/// Checks that the last two dimensions of a view lie back to back (strides `[.., n, 1]` for a
+/// shape `[.., m, n]`; a dimension of size 1 may have any stride), as attention reads each
+/// head's `[positions, head_dim]` block of a K/V cache.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// // The filled prefix of a cache [1, 2, capacity 16, 8] holding 5 positions.
+/// assert!(shape::contiguous_heads("sdpa", "k", &[1, 2, 5, 8], &[256, 128, 8, 1]).is_ok());
+/// assert!(shape::contiguous_heads("sdpa", "k", &[1, 2, 5, 8], &[256, 128, 16, 1]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`] below rank 2; [`ShapeError::Layout`] otherwise.
+pub fn contiguous_heads(
+    op: &'static str,
+    operand: &'static str,
+    shape: &[usize],
+    strides: &[usize],
+) -> Result<(), ShapeError> {
+    let rank = shape.len();
+    if rank < 2 || strides.len() != rank {
+        return Err(ShapeError::Rank {
+            op,
+            operand,
+            expected: ">= 2",
+            shape: shape.to_vec(),
+        });
+    }
+    let (rows, cols) = (shape[rank - 2], shape[rank - 1]);
+    let ok = (cols <= 1 || strides[rank - 1] == 1) && (rows <= 1 || strides[rank - 2] == cols);
+    if ok {
+        Ok(())
+    } else {
+        Err(ShapeError::Layout {
+            op,
+            operand,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            expected: "its last two dimensions back to back (strides [.., n, 1])",
+        })
+    }
+}
+
+/// Checks that a view's last dimension lies back to back (stride 1, or at most one element),
+/// as the row-wise ops read it.
+///
+/// # Errors
+///
+/// [`ShapeError::Layout`].
+pub fn contiguous_rows(
+    op: &'static str,
+    operand: &'static str,
+    shape: &[usize],
+    strides: &[usize],
+) -> Result<(), ShapeError> {
+    match (shape.last(), strides.last()) {
+        (Some(&d), Some(&s)) if d > 1 && s != 1 => Err(ShapeError::Layout {
+            op,
+            operand,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            expected: "the last stride 1",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Validates RMS normalisation: `x [.., d]` (rank at least 1) and `weight [d]`. Returns
+/// `(rows, d)`, the rows being every dimension but the last.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::rms_norm(&[2, 5, 8], &[8]), Ok((10, 8)));
+/// assert!(shape::rms_norm(&[2, 5, 8], &[5]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::NormWeight`], [`ShapeError::TooLarge`].
+pub fn rms_norm(x: &[usize], weight: &[usize]) -> Result<(usize, usize), ShapeError> {
+    const OP: &str = "rms_norm";
+    let Some((&d, outer)) = x.split_last() else {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "x",
+            expected: ">= 1",
+            shape: x.to_vec(),
+        });
+    };
+    if weight != [d] {
+        return Err(ShapeError::NormWeight {
+            op: OP,
+            x: x.to_vec(),
+            weight: weight.to_vec(),
+        });
+    }
+    fits(OP, &[x, weight], x)?;
+    let rows = element_count(outer).ok_or_else(|| too_large(OP, &[x, weight]))?;
+    Ok((rows, d))
+}
+
+/// Validates a rotary position embedding of `x [b, heads, s, hd]` whose rows sit at positions
+/// `offset..offset + s`: `hd` even, the positions representable. Returns the four dimensions.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::rope(&[1, 9, 4, 64], 128), Ok([1, 9, 4, 64]));
+/// assert!(shape::rope(&[1, 9, 4, 63], 0).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::RopeOddHeadDim`], [`ShapeError::RopePositions`].
+pub fn rope(x: &[usize], offset: usize) -> Result<[usize; 4], ShapeError> {
+    let dims = rank4("rope", "x", x)?;
+    if dims[3] % 2 != 0 {
+        return Err(ShapeError::RopeOddHeadDim { x: x.to_vec() });
+    }
+    if offset.checked_add(dims[2]).is_none() {
+        return Err(ShapeError::RopePositions {
+            x: x.to_vec(),
+            offset,
+        });
+    }
+    fits("rope", &[x], x)?;
+    Ok(dims)
+}
+
+/// The shape `a` and `b` broadcast to (trailing alignment: the shorter shape is padded with
+/// leading 1s; each pair of dimensions is equal or one of them is 1).
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::broadcast("add", &[2, 3, 4], &[4]), Ok(vec![2, 3, 4]));
+/// assert_eq!(shape::broadcast("add", &[2, 1, 4], &[3, 1]), Ok(vec![2, 3, 4]));
+/// assert!(shape::broadcast("add", &[2, 3], &[2]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Broadcast`], [`ShapeError::TooLarge`].
+pub fn broadcast(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let rank = a.len().max(b.len());
+    let at = |s: &[usize], i: usize| {
+        // Dimension `i` of `s` padded on the left to `rank`.
+        (i + s.len()).checked_sub(rank).map_or(1, |j| s[j])
+    };
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let (x, y) = (at(a, i), at(b, i));
+        let d = match (x, y) {
+            _ if x == y => x,
+            (1, _) => y,
+            (_, 1) => x,
+            _ => {
+                return Err(ShapeError::Broadcast {
+                    op,
+                    a: a.to_vec(),
+                    b: b.to_vec(),
+                })
+            }
+        };
+        out.push(d);
+    }
+    fits(op, &[a, b], &out)?;
+    Ok(out)
+}
+
+/// Validates an embedding lookup of `ids` in `table [vocab, d]`: every id below `vocab`.
+/// Returns the output shape `[ids.len(), d]`.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::embedding(&[100, 8], &[3, 99]), Ok(vec![2, 8]));
+/// assert!(shape::embedding(&[100, 8], &[3, 100]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`], [`ShapeError::EmbeddingId`], [`ShapeError::TooLarge`].
+pub fn embedding(table: &[usize], ids: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let [vocab, d] = *table else {
+        return Err(ShapeError::Rank {
+            op: "embedding",
+            operand: "table",
+            expected: "2",
+            shape: table.to_vec(),
+        });
+    };
+    if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id >= vocab) {
+        return Err(ShapeError::EmbeddingId {
+            table: table.to_vec(),
+            index,
+            id,
+        });
+    }
+    let out = vec![ids.len(), d];
+    fits("embedding", &[table], &out)?;
+    Ok(out)
+}
+
+/// Validates an append of `k`, `v` to a K/V cache of shape `cache` `[b, nKV, capacity, hd]`
+/// holding `len` positions: both are `[b, nKV, t, hd]` with the same `t`, and `len + t` fits
+/// the capacity. Returns `t`.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::kv_append(&[1, 3, 8, 4], 6, &[1, 3, 2, 4], &[1, 3, 2, 4]), Ok(2));
+/// assert!(shape::kv_append(&[1, 3, 8, 4], 7, &[1, 3, 2, 4], &[1, 3, 2, 4]).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::KvAppendShape`], then [`ShapeError::KvCacheFull`].
+pub fn kv_append(
+    cache: &[usize],
+    len: usize,
+    k: &[usize],
+    v: &[usize],
+) -> Result<usize, ShapeError> {
+    let fits_cache = |s: &[usize]| {
+        s.len() == 4 && cache.len() == 4 && s[0] == cache[0] && s[1] == cache[1] && s[3] == cache[3]
+    };
+    if !fits_cache(k) || !fits_cache(v) || k[2] != v[2] {
+        return Err(ShapeError::KvAppendShape {
+            cache: cache.to_vec(),
+            k: k.to_vec(),
+            v: v.to_vec(),
+        });
+    }
+    let (capacity, new) = (cache[2], k[2]);
+    if len.checked_add(new).is_none_or(|end| end > capacity) {
+        return Err(ShapeError::KvCacheFull { capacity, len, new });
+    }
+    Ok(new)
+}
+
 /// The dimensions of `a [.., m, k] × b [k, n]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -137,6 +137,78 @@ pub enum ShapeError {
         /// The permutation given.
         permutation: Vec<usize>,
     },
+    /// A K/V cache append: the new keys or values are not `[b, nKV, t, hd]` of the cache's
+    /// `b`, `nKV`, `hd`, or keys and values differ in length.
+    KvAppendShape {
+        /// The cache's shape `[b, nKV, capacity, hd]`.
+        cache: Vec<usize>,
+        /// The new keys' shape.
+        k: Vec<usize>,
+        /// The new values' shape.
+        v: Vec<usize>,
+    },
+    /// A K/V cache append would go past the cache's capacity.
+    KvCacheFull {
+        /// The positions the cache holds.
+        capacity: usize,
+        /// The positions already filled.
+        len: usize,
+        /// The positions being appended.
+        new: usize,
+    },
+    /// A normalisation's weight is not one value per feature (the last dimension of `x`).
+    NormWeight {
+        /// The op (`rms_norm`).
+        op: &'static str,
+        /// The input shape `[.., d]`.
+        x: Vec<usize>,
+        /// The weight shape (must be `[d]`).
+        weight: Vec<usize>,
+    },
+    /// Rotary embedding: the head dimension is odd, so it does not split into pairs.
+    RopeOddHeadDim {
+        /// The input shape `[b, heads, s, hd]`.
+        x: Vec<usize>,
+    },
+    /// Rotary embedding: the last position (`offset + s - 1`) overflows.
+    RopePositions {
+        /// The input shape `[b, heads, s, hd]`.
+        x: Vec<usize>,
+        /// The position of the first row.
+        offset: usize,
+    },
+    /// Two operands do not broadcast together (trailing alignment: every dimension equal or 1).
+    Broadcast {
+        /// The op (`add`).
+        op: &'static str,
+        /// The left shape.
+        a: Vec<usize>,
+        /// The right shape.
+        b: Vec<usize>,
+    },
+    /// Embedding lookup: a token id is not a row of the table.
+    EmbeddingId {
+        /// The table shape `[vocab, d]`.
+        table: Vec<usize>,
+        /// Where in the ids it is.
+        index: usize,
+        /// The id.
+        id: usize,
+    },
+    /// A view's strides do not lay out its values the way the op reads them (the op reads rows
+    /// or heads as contiguous slices; it never gathers single values).
+    Layout {
+        /// The op (`sdpa`, `rms_norm`, ...).
+        op: &'static str,
+        /// Which operand.
+        operand: &'static str,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// Its strides.
+        strides: Vec<usize>,
+        /// What the op needs, as text (`"the last stride 1"`, ...).
+        expected: &'static str,
+    },
     /// A tensor the op would read or write holds more bytes than one allocation can
     /// ([`MAX_ELEMENTS`]), so no call with these shapes can succeed.
     TooLarge {
@@ -220,6 +292,43 @@ impl fmt::Display for ShapeError {
             Self::Permutation { shape, permutation } => write!(
                 f,
                 "transpose: {permutation:?} is not a permutation of the dimensions of {shape:?}"
+            ),
+            Self::KvAppendShape { cache, k, v } => write!(
+                f,
+                "kv_cache: new keys {k:?} and values {v:?} are not [b, nKV, t, hd] of the cache {cache:?}"
+            ),
+            Self::KvCacheFull { capacity, len, new } => write!(
+                f,
+                "kv_cache: appending {new} positions to the {len} filled exceeds the capacity of {capacity}"
+            ),
+            Self::NormWeight { op, x, weight } => write!(
+                f,
+                "{op}: weight {weight:?} is not one value per feature of x {x:?}"
+            ),
+            Self::RopeOddHeadDim { x } => write!(
+                f,
+                "rope: head dimension of x {x:?} is odd; it must split into pairs"
+            ),
+            Self::RopePositions { x, offset } => write!(
+                f,
+                "rope: positions from {offset} over x {x:?} overflow"
+            ),
+            Self::Broadcast { op, a, b } => {
+                write!(f, "{op}: operands {a:?} and {b:?} do not broadcast together")
+            }
+            Self::EmbeddingId { table, index, id } => write!(
+                f,
+                "embedding: token id {id} (at index {index}) is not a row of the table {table:?}"
+            ),
+            Self::Layout {
+                op,
+                operand,
+                shape,
+                strides,
+                expected,
+            } => write!(
+                f,
+                "{op}: {operand} of shape {shape:?} has strides {strides:?}; it needs {expected}"
             ),
             Self::TooLarge { op, shapes } => write!(
                 f,

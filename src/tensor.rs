@@ -3,6 +3,10 @@
 use alloc::vec::Vec;
 use core::fmt;
 
+mod view;
+
+pub use view::TensorView;
+
 // The graph lane's readers count elements here too.
 pub(crate) use crate::shape::element_count;
 
@@ -44,6 +48,42 @@ pub enum TensorError {
         /// The shape given.
         shape: Vec<usize>,
     },
+    /// A view was given another number of strides than dimensions.
+    StrideRank {
+        /// The shape given.
+        shape: Vec<usize>,
+        /// The strides given.
+        strides: Vec<usize>,
+    },
+    /// A view's elements would reach past the values it borrows.
+    ViewOutOfBounds {
+        /// The shape given.
+        shape: Vec<usize>,
+        /// The strides given.
+        strides: Vec<usize>,
+        /// The position of the first element.
+        offset: usize,
+        /// How many values the view borrows.
+        len: usize,
+    },
+    /// A view's dimensions were permuted by something that is not a permutation of them.
+    Permutation {
+        /// The view's shape.
+        shape: Vec<usize>,
+        /// The permutation given.
+        permutation: Vec<usize>,
+    },
+    /// A view was narrowed to a range outside one of its dimensions (or a dimension it lacks).
+    Narrow {
+        /// The view's shape.
+        shape: Vec<usize>,
+        /// The dimension given.
+        dim: usize,
+        /// The first position asked for.
+        start: usize,
+        /// The number of positions asked for.
+        len: usize,
+    },
 }
 
 impl fmt::Display for TensorError {
@@ -64,6 +104,32 @@ impl fmt::Display for TensorError {
             Self::Alloc { shape } => {
                 write!(f, "tensor of shape {shape:?} could not be allocated")
             }
+            Self::StrideRank { shape, strides } => write!(
+                f,
+                "view of shape {shape:?} needs one stride per dimension, got {strides:?}"
+            ),
+            Self::ViewOutOfBounds {
+                shape,
+                strides,
+                offset,
+                len,
+            } => write!(
+                f,
+                "view of shape {shape:?} with strides {strides:?} at offset {offset} reaches past the {len} values it borrows"
+            ),
+            Self::Permutation { shape, permutation } => write!(
+                f,
+                "view of shape {shape:?}: {permutation:?} is not a permutation of its dimensions"
+            ),
+            Self::Narrow {
+                shape,
+                dim,
+                start,
+                len,
+            } => write!(
+                f,
+                "view of shape {shape:?}: positions {start}..{start}+{len} of dimension {dim} are out of range"
+            ),
         }
     }
 }

@@ -12,12 +12,12 @@ use common::{
 };
 use skainet_schedule::KernelProvider;
 use skainet_schedule::ShapeError;
-use skainet_schedule::Tensor;
 use skainet_schedule::{
     cpu_kernels, scaled_dot_product_attention as sdpa, scaled_dot_product_attention_with,
     KernelConfig, KernelError, SdpaOptions,
 };
 use skainet_schedule::{CollectingSink, Sequential, TraceEvent};
+use skainet_schedule::{Tensor, TensorView};
 
 fn opts(causal: bool, scale: Option<f32>) -> SdpaOptions {
     SdpaOptions { scale, causal }
@@ -603,4 +603,95 @@ fn several_row_groups_and_key_tiles_keep_parity_and_accuracy() {
             );
         }
     }
+}
+
+/// A `[b, nKV, capacity, hd]` buffer whose first `len` positions hold `k`'s values and whose
+/// other positions hold garbage that must never be read.
+fn cache_buffer(k: &Tensor, capacity: usize) -> Vec<f32> {
+    let [b, kv, len, hd] = *k.shape() else {
+        panic!("rank 4")
+    };
+    let mut buf = vec![f32::NAN; b * kv * capacity * hd];
+    for bh in 0..b * kv {
+        buf[bh * capacity * hd..][..len * hd]
+            .copy_from_slice(&k.data()[bh * len * hd..][..len * hd]);
+    }
+    buf
+}
+
+fn prefix_view(buf: &[f32], shape: [usize; 4], capacity: usize) -> TensorView<'_> {
+    let [b, kv, len, hd] = shape;
+    let strides = vec![kv * capacity * hd, capacity * hd, hd, 1];
+    let full = TensorView::strided(buf, vec![b, kv, capacity, hd], strides, 0).unwrap();
+    full.narrow(2, 0, len).unwrap()
+}
+
+#[test]
+fn sdpa_on_a_cache_prefix_view_equals_sdpa_on_compact_copies_under_every_schedule() {
+    let (b, heads, kv, hd, capacity) = (2, 6, 3, 16, 40);
+    for (sq, sk) in [(1, 1), (1, 33), (5, 33), (7, 40)] {
+        let q = uniform(&[b, heads, sq, hd], 11);
+        let k = uniform(&[b, kv, sk, hd], 12);
+        let v = uniform(&[b, kv, sk, hd], 13);
+        let (kb, vb) = (cache_buffer(&k, capacity), cache_buffer(&v, capacity));
+        let (kview, vview) = (
+            prefix_view(&kb, [b, kv, sk, hd], capacity),
+            prefix_view(&vb, [b, kv, sk, hd], capacity),
+        );
+        assert_eq!(kview.to_tensor().unwrap(), k);
+        let o = opts(true, None);
+        let want = sdpa(&q, &k, &v, None, &o, &Sequential).unwrap().to_bits();
+        let got = sdpa(&q, &kview, &vview, None, &o, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want, "sq={sq} sk={sk} Sequential");
+        for s in all_schedules() {
+            let got = scaled_dot_product_attention_with(
+                &forking(),
+                &q,
+                &kview,
+                &vview,
+                None,
+                &o,
+                s.as_ref(),
+            )
+            .unwrap();
+            assert_eq!(got.to_bits(), want, "sq={sq} sk={sk} {}", s.name());
+        }
+    }
+}
+
+#[test]
+fn a_view_whose_rows_are_not_back_to_back_is_an_error() {
+    // q as [b, s, H, hd] seen as [b, H, s, hd]: rows of one head are H·hd apart.
+    let raw = uniform(&[1, 3, 2, 4], 1);
+    let q = raw.view().permute(&[0, 2, 1, 3]).unwrap();
+    let k = t(&[1, 2, 3, 4]);
+    let err = sdpa(&q, &k, &k, None, &opts(false, None), &Sequential).unwrap_err();
+    assert_eq!(
+        err,
+        KernelError::Shape(ShapeError::Layout {
+            op: "sdpa",
+            operand: "q",
+            shape: vec![1, 2, 3, 4],
+            strides: vec![24, 4, 8, 1],
+            expected: "its last two dimensions back to back (strides [.., n, 1])",
+        })
+    );
+    assert_eq!(
+        err.to_string(),
+        "sdpa: q of shape [1, 2, 3, 4] has strides [24, 4, 8, 1]; it needs its last two dimensions back to back (strides [.., n, 1])"
+    );
+}
+
+#[test]
+fn a_permuted_single_position_query_needs_no_copy() {
+    // With one position the head rows are trivially back to back: the decode step's q.
+    let raw = uniform(&[1, 1, 4, 8], 2);
+    let q = raw.view().permute(&[0, 2, 1, 3]).unwrap();
+    let k = uniform(&[1, 2, 5, 8], 3);
+    let v = uniform(&[1, 2, 5, 8], 4);
+    let compact = q.to_tensor().unwrap();
+    let o = opts(true, None);
+    let want = sdpa(&compact, &k, &v, None, &o, &Sequential).unwrap();
+    let got = sdpa(&q, &k, &v, None, &o, &Sequential).unwrap();
+    assert_eq!(got.to_bits(), want.to_bits());
 }

@@ -6,6 +6,8 @@
 //! * [`scaled_dot_product_attention`] — grouped-query attention over (batch, head) units;
 //! * [`matmul()`], [`linear()`] and [`conv2d()`] — packed products over output tiles (a
 //!   product of a few rows: over output columns);
+//! * the decoder ops [`rms_norm`], [`rope`], [`silu_mul`], [`add_broadcast`], [`embedding`] —
+//!   over output rows, reading [`TensorView`](crate::TensorView)s;
 //! * [`parallel_chunks`] — the one way they open a region (inline below a [`Work`] threshold);
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`cpu_kernels`] — the registry of compiled variants of the inner loops (portable, SSE2,
@@ -23,6 +25,7 @@
 
 mod config;
 mod conv;
+mod decoder;
 mod error;
 mod loops;
 mod matmul;
@@ -35,6 +38,10 @@ mod variants;
 
 pub use config::{KernelConfig, Precision};
 pub use conv::{conv2d, conv2d_with, Conv2dOptions, CONV2D_PARALLEL_MIN_WORK};
+pub use decoder::{
+    add_broadcast, add_broadcast_with, embedding, embedding_with, rms_norm, rms_norm_with, rope,
+    rope_with, silu_mul, silu_mul_with, DECODER_PARALLEL_MIN_WORK,
+};
 pub use error::KernelError;
 pub use loops::exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};
 pub use matmul::{linear, linear_with, matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};

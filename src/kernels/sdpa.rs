@@ -7,7 +7,7 @@ use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::shape::{self, SdpaDims};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorView};
 
 /// Calls holding fewer multiply-adds than this (`2·b·H·Sq·Sk·hd`, hidden causal keys included)
 /// run inline on the caller: below it a region costs more than the second core saves. 2^16 —
@@ -52,6 +52,11 @@ pub struct SdpaOptions {
 ///   reference that masks with `-inf` and multiplies by all of `v` would give NaN for a NaN
 ///   `v` row it hides). Which NaN bit pattern comes out is not specified.
 /// * Output: `[b, H, Sq, hd]`.
+/// * `q`, `k`, `v` are anything that converts into a [`TensorView`]: a `&Tensor`, or a view
+///   of a larger buffer — such as [`KvCache::keys`](crate::KvCache::keys), the filled prefix
+///   of a `[b, nKV, capacity, hd]` cache — read in place, never copied. Each head's
+///   `[positions, hd]` block must lie back to back (strides `[.., .., hd, 1]`); batch and head
+///   strides are free. The result equals, bit for bit, the result on compact copies.
 ///
 /// The (batch, head) pairs are the units of `schedule`; calls below
 /// [`SDPA_PARALLEL_MIN_WORK`] stay inline. The arithmetic of a unit never depends on the
@@ -76,12 +81,12 @@ pub struct SdpaOptions {
 ///
 /// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::sdpa`] (rank,
 /// batch, heads, head dimension, lengths, mask, causal length, size) naming the shapes
-/// involved; [`KernelError::Tensor`] or [`KernelError::Scratch`] when memory cannot be had;
+/// involved, or of [`shape::contiguous_heads`] for a view whose heads are not back to back; [`KernelError::Tensor`] or [`KernelError::Scratch`] when memory cannot be had;
 /// [`KernelError::DisjointSplit`] when `schedule` broke its contract. No output is produced.
-pub fn scaled_dot_product_attention(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
+pub fn scaled_dot_product_attention<'a>(
+    q: impl Into<TensorView<'a>>,
+    k: impl Into<TensorView<'a>>,
+    v: impl Into<TensorView<'a>>,
     mask: Option<&Tensor>,
     options: &SdpaOptions,
     schedule: &dyn Schedule,
@@ -95,15 +100,16 @@ pub fn scaled_dot_product_attention(
 /// # Errors
 ///
 /// As [`scaled_dot_product_attention`].
-pub fn scaled_dot_product_attention_with(
+pub fn scaled_dot_product_attention_with<'a>(
     config: &KernelConfig,
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
+    q: impl Into<TensorView<'a>>,
+    k: impl Into<TensorView<'a>>,
+    v: impl Into<TensorView<'a>>,
     mask: Option<&Tensor>,
     options: &SdpaOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
+    let (q, k, v) = (q.into(), k.into(), v.into());
     let dims = shape::sdpa(
         q.shape(),
         k.shape(),
@@ -113,12 +119,16 @@ pub fn scaled_dot_product_attention_with(
     )?;
     let SdpaDims {
         heads,
-        kv_heads,
         q_len: sq,
         kv_len: sk,
         head_dim: hd,
         ..
     } = dims;
+    let (q, k, v) = (
+        Heads::new("q", &q)?,
+        Heads::new("k", &k)?,
+        Heads::new("v", &v)?,
+    );
     let scale = options
         .scale
         .unwrap_or_else(|| 1.0 / libm::sqrtf(hd as f32));
@@ -140,7 +150,6 @@ pub fn scaled_dot_product_attention_with(
         fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
     };
     let attend = config.kernels().attend;
-    let (qd, kd, vd) = (q.data(), k.data(), v.data());
     parallel_chunks(
         "sdpa",
         schedule,
@@ -151,11 +160,11 @@ pub fn scaled_dot_product_attention_with(
             let mut scores = scratch("sdpa", scratch_len(sq, sk))?;
             for (unit, o) in units.zip(chunk.chunks_exact_mut(sq * hd)) {
                 let (bi, h) = (unit / heads, unit % heads);
-                let kv_unit = bi * kv_heads + h / group;
+                let kv_h = h / group;
                 let head = Head {
-                    q: &qd[unit * sq * hd..(unit + 1) * sq * hd],
-                    k: &kd[kv_unit * sk * hd..(kv_unit + 1) * sk * hd],
-                    v: &vd[kv_unit * sk * hd..(kv_unit + 1) * sk * hd],
+                    q: q.of(bi, h, sq * hd),
+                    k: k.of(bi, kv_h, sk * hd),
+                    v: v.of(bi, kv_h, sk * hd),
                     mask: mask.as_ref().map(|m| m.of(bi, h)),
                     sq,
                     sk,
@@ -169,6 +178,38 @@ pub fn scaled_dot_product_attention_with(
         },
     )?;
     Ok(out)
+}
+
+/// Where each (batch, head) block of a rank-4 operand starts: a view whose last two
+/// dimensions lie back to back, so a block is one slice.
+struct Heads<'a> {
+    data: &'a [f32],
+    offset: usize,
+    batch_stride: usize,
+    head_stride: usize,
+}
+
+impl<'a> Heads<'a> {
+    fn new(operand: &'static str, view: &TensorView<'a>) -> Result<Self, KernelError> {
+        shape::contiguous_heads("sdpa", operand, view.shape(), view.strides())?;
+        Ok(Self {
+            data: view.buffer(),
+            offset: view.offset(),
+            batch_stride: view.strides()[0],
+            head_stride: view.strides()[1],
+        })
+    }
+
+    /// The `len` values of block (`bi`, `h`).
+    fn of(&self, bi: usize, h: usize, len: usize) -> &'a [f32] {
+        if len == 0 {
+            return &[];
+        }
+        // In bounds: (bi, h) is inside the view's shape, `len` is its [rows, cols] block, and
+        // the view was checked to name only positions inside `data`.
+        let start = self.offset + bi * self.batch_stride + h * self.head_stride;
+        &self.data[start..start + len]
+    }
 }
 
 /// Where the mask rows of a unit live: the mask padded to rank 4, with a stride of 0 on every

@@ -8,7 +8,10 @@
 //! * [`gemm`] — a packed, register-blocked output tile of a matrix product (`gemm_avx512`: its
 //!   AVX-512 micro-kernel), of matmul, linear and conv2d; [`conv`] — a convolution's input
 //!   packed as that product's operand;
-//! * [`matvec`] — a column range of a product with few rows (a decode step's matvec).
+//! * [`matvec`] — a column range of a product with few rows (a decode step's matvec);
+//! * [`norm`], [`rope`], [`gate`] — one row of the decoder ops: RMS normalisation, rotary
+//!   position embedding, the SiLU gate (plain fixed-order loops, the same bits on every
+//!   backend, so they need no compiled variants).
 //!
 //! The entry points (`kernels/{sdpa,matmul,conv}.rs`) validate, allocate and open the region;
 //! `kernels/variants.rs` compiles these loops once per backend and registers the results.
@@ -16,9 +19,12 @@
 pub(crate) mod attend;
 pub(crate) mod conv;
 pub(crate) mod exp;
+pub(crate) mod gate;
 pub(crate) mod gemm;
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 pub(crate) mod gemm_avx512;
 pub(crate) mod lanes;
 pub(crate) mod matvec;
+pub(crate) mod norm;
+pub(crate) mod rope;
 pub(crate) mod simd;

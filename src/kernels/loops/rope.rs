@@ -1,0 +1,43 @@
+//! Rotary position embedding: the angle table and one rotated row.
+
+use alloc::vec::Vec;
+
+/// `cos` and `sin` of `(offset + i) · theta^(-2j / hd)` for positions `i < len` and pairs
+/// `j < hd / 2`, row-major by position, computed in f64 and rounded once: a position in the
+/// thousands keeps its angle to f32 precision. `None` when it cannot be allocated.
+pub(crate) fn angle_table(
+    offset: usize,
+    len: usize,
+    hd: usize,
+    theta: f32,
+) -> Option<Vec<[f32; 2]>> {
+    let half = hd / 2;
+    let mut table = Vec::new();
+    table.try_reserve_exact(len.checked_mul(half)?).ok()?;
+    let theta = f64::from(theta);
+    let mut inv_freq = Vec::new();
+    inv_freq.try_reserve_exact(half).ok()?;
+    inv_freq.extend((0..half).map(|j| libm::pow(theta, -((2 * j) as f64) / hd as f64)));
+    for i in 0..len {
+        let pos = (offset + i) as f64;
+        for &f in &inv_freq {
+            let angle = pos * f;
+            table.push([libm::cos(angle) as f32, libm::sin(angle) as f32]);
+        }
+    }
+    Some(table)
+}
+
+/// Rotates the pairs `(x[j], x[j + hd/2])` of one row by the angles of `cs` (rotate-half, the
+/// Llama convention): `out[j] = x[j]·cos - x[j+h]·sin`, `out[j+h] = x[j+h]·cos + x[j]·sin`.
+#[inline(always)]
+pub(crate) fn rope_row(x: &[f32], cs: &[[f32; 2]], out: &mut [f32]) {
+    let half = cs.len();
+    let (x1, x2) = x.split_at(half);
+    let (o1, o2) = out.split_at_mut(half);
+    for j in 0..half {
+        let [c, s] = cs[j];
+        o1[j] = x1[j] * c - x2[j] * s;
+        o2[j] = x2[j] * c + x1[j] * s;
+    }
+}
