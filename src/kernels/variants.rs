@@ -14,7 +14,7 @@
 use super::loops::attend::{attend_head, Head};
 use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
 use super::loops::matvec::{skinny, Skinny};
-use super::loops::simd::{Native, Scalar, Unfused};
+use super::loops::simd::{MulAdd, Native, Scalar, Simd, Unfused};
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
@@ -72,35 +72,43 @@ fn portable_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
     attend_head(Scalar, h, out, scores);
 }
 
-const PORTABLE_GEMM: PerMode<GemmFn> = PerMode {
-    portable: |t, out, pack| {
-        gemm_tile(
-            Vectors {
-                s: Scalar,
-                mode: Unfused,
-            },
-            t,
-            out,
-            pack,
-        )
-    },
-    native: |t, out, pack| {
-        gemm_tile(
-            Vectors {
-                s: Scalar,
-                mode: Native,
-            },
-            t,
-            out,
-            pack,
-        )
-    },
-};
+/// A packed product's tile on a backend that needs no detection token, in mode `M`.
+fn gemm_on<S: Simd + Default, M: MulAdd + Default>(
+    t: &GemmTile<'_>,
+    out: &mut [f32],
+    pack: &mut [f32],
+) {
+    gemm_tile(
+        Vectors {
+            s: S::default(),
+            mode: M::default(),
+        },
+        t,
+        out,
+        pack,
+    )
+}
 
-const PORTABLE_SKINNY: PerMode<SkinnyFn> = PerMode {
-    portable: |p, out| skinny(Scalar, Unfused, p, out),
-    native: |p, out| skinny(Scalar, Native, p, out),
-};
+/// A few-row product's column range on a backend that needs no detection token, in mode `M`.
+fn skinny_on<S: Simd + Default, M: MulAdd + Default>(p: &Skinny<'_>, out: &mut [f32]) {
+    skinny(S::default(), M::default(), p, out)
+}
+
+/// The packed product of backend `S` in both precision modes.
+fn gemm_modes<S: Simd + Default>() -> PerMode<GemmFn> {
+    PerMode {
+        portable: gemm_on::<S, Unfused>,
+        native: gemm_on::<S, Native>,
+    }
+}
+
+/// The few-row product of backend `S` in both precision modes.
+fn skinny_modes<S: Simd + Default>() -> PerMode<SkinnyFn> {
+    PerMode {
+        portable: skinny_on::<S, Unfused>,
+        native: skinny_on::<S, Native>,
+    }
+}
 
 impl CpuKernels {
     /// The plain-Rust variant (the reference every other variant is bit-identical to);
@@ -111,8 +119,8 @@ impl CpuKernels {
             priority: 0,
             available: always,
             attend: portable_attend,
-            gemm: PORTABLE_GEMM,
-            skinny: PORTABLE_SKINNY,
+            gemm: gemm_modes::<Scalar>(),
+            skinny: skinny_modes::<Scalar>(),
         }
     }
 }
@@ -129,44 +137,14 @@ mod x86 {
         attend_head(Sse2, h, out, scores);
     }
 
-    const SSE2_GEMM: PerMode<GemmFn> = PerMode {
-        portable: |t, out, pack| {
-            gemm_tile(
-                Vectors {
-                    s: Sse2,
-                    mode: Unfused,
-                },
-                t,
-                out,
-                pack,
-            )
-        },
-        native: |t, out, pack| {
-            gemm_tile(
-                Vectors {
-                    s: Sse2,
-                    mode: Native,
-                },
-                t,
-                out,
-                pack,
-            )
-        },
-    };
-
-    const SSE2_SKINNY: PerMode<SkinnyFn> = PerMode {
-        portable: |p, out| skinny(Sse2, Unfused, p, out),
-        native: |p, out| skinny(Sse2, Native, p, out),
-    };
-
     pub(super) fn sse2() -> CpuKernels {
         CpuKernels {
             name: "sse2",
             priority: 5,
             available: always,
             attend: sse2_attend,
-            gemm: SSE2_GEMM,
-            skinny: SSE2_SKINNY,
+            gemm: gemm_modes::<Sse2>(),
+            skinny: skinny_modes::<Sse2>(),
         }
     }
 
@@ -219,7 +197,7 @@ mod x86 {
                 // SAFETY: the token exists, so the CPU supports AVX2 — the one requirement of
                 // the `target_feature` function; its body is safe code.
                 Some(s) => unsafe { gemm_avx2(s, t, out, pack) },
-                None => (SSE2_GEMM.portable)(t, out, pack),
+                None => gemm_on::<Sse2, Unfused>(t, out, pack),
             }
         }
 
@@ -229,7 +207,7 @@ mod x86 {
                 // SAFETY: the token exists, so the CPU supports AVX2 and FMA — the
                 // requirements of the `target_feature` function; its body is safe code.
                 Some(s) => unsafe { gemm_fma(s, t, out, pack) },
-                None => (SSE2_GEMM.native)(t, out, pack),
+                None => gemm_on::<Sse2, Native>(t, out, pack),
             }
         }
 
@@ -237,7 +215,7 @@ mod x86 {
             match Avx2::detect() {
                 // SAFETY: the token exists, so the CPU supports AVX2; the body is safe code.
                 Some(s) => unsafe { skinny_avx2(s, p, out) },
-                None => (SSE2_SKINNY.portable)(p, out),
+                None => skinny_on::<Sse2, Unfused>(p, out),
             }
         }
 
@@ -246,7 +224,7 @@ mod x86 {
                 // SAFETY: the token exists, so the CPU supports AVX2 and FMA; the body is
                 // safe code.
                 Some(s) => unsafe { skinny_fma(s, p, out) },
-                None => (SSE2_SKINNY.native)(p, out),
+                None => skinny_on::<Sse2, Native>(p, out),
             }
         }
 
@@ -316,44 +294,14 @@ mod aarch64 {
         attend_head(Neon, h, out, scores);
     }
 
-    const NEON_GEMM: PerMode<GemmFn> = PerMode {
-        portable: |t, out, pack| {
-            gemm_tile(
-                Vectors {
-                    s: Neon,
-                    mode: Unfused,
-                },
-                t,
-                out,
-                pack,
-            )
-        },
-        native: |t, out, pack| {
-            gemm_tile(
-                Vectors {
-                    s: Neon,
-                    mode: Native,
-                },
-                t,
-                out,
-                pack,
-            )
-        },
-    };
-
-    const NEON_SKINNY: PerMode<SkinnyFn> = PerMode {
-        portable: |p, out| skinny(Neon, Unfused, p, out),
-        native: |p, out| skinny(Neon, Native, p, out),
-    };
-
     pub(super) fn neon() -> CpuKernels {
         CpuKernels {
             name: "neon",
             priority: 5,
             available: always,
             attend: neon_attend,
-            gemm: NEON_GEMM,
-            skinny: NEON_SKINNY,
+            gemm: gemm_modes::<Neon>(),
+            skinny: skinny_modes::<Neon>(),
         }
     }
 }
