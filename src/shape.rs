@@ -780,3 +780,49 @@ mod tests {
         );
     }
 }
+
+/// The shape of `a` and `b` joined along dimension `dim`: equal ranks above `dim`, every other
+/// dimension equal; the output's `dim` is the sum.
+///
+/// ```
+/// use skainet_schedule::shape;
+/// assert_eq!(shape::concat(&[1, 2, 5, 8], &[1, 2, 3, 8], 2), Ok(vec![1, 2, 8, 8]));
+/// assert!(shape::concat(&[1, 2, 5, 8], &[1, 4, 3, 8], 2).is_err());
+/// assert!(shape::concat(&[1, 2], &[1, 2], 2).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`ShapeError::Rank`] when `dim` is not a dimension of `a`,
+/// [`ShapeError::ElementwiseMismatch`] (op `concat`) when the ranks or the other dimensions
+/// differ, [`ShapeError::TooLarge`].
+pub fn concat(a: &[usize], b: &[usize], dim: usize) -> Result<Vec<usize>, ShapeError> {
+    const OP: &str = "concat";
+    if dim >= a.len() {
+        return Err(ShapeError::Rank {
+            op: OP,
+            operand: "a",
+            expected: "> dim",
+            shape: a.to_vec(),
+        });
+    }
+    let fit = a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .enumerate()
+            .all(|(i, (x, y))| i == dim || x == y);
+    if !fit {
+        return Err(ShapeError::ElementwiseMismatch {
+            op: OP,
+            a: a.to_vec(),
+            b: b.to_vec(),
+        });
+    }
+    let joined = a[dim]
+        .checked_add(b[dim])
+        .ok_or_else(|| too_large(OP, &[a, b]))?;
+    let mut out = a.to_vec();
+    out[dim] = joined;
+    fits(OP, &[a, b], &out)?;
+    Ok(out)
+}

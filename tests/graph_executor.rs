@@ -287,3 +287,68 @@ fn missing_unknown_and_misshapen_inputs_are_errors() {
         })
     );
 }
+
+#[test]
+fn decoder_ops_in_a_graph_give_the_bits_of_the_eager_kernels() {
+    use skainet_schedule::{add_broadcast, linear, rms_norm, rope, silu_mul};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [1, 3, 16]).unwrap();
+    let nw = b.input("norm", [16]).unwrap();
+    let w = b.input("w", [16, 16]).unwrap();
+    let up = b.input("up", [1, 4, 3, 4]).unwrap();
+    let bias = b.input("bias", [4]).unwrap();
+    let n = b.rms_norm(x, nw, 1e-5).finish().unwrap();
+    let p = b.linear(n, w).finish().unwrap();
+    let r = b.reshape(p, [1, 4, 3, 4]).finish().unwrap();
+    let r = b.rope(r, 7, 10_000.0).finish().unwrap();
+    let g = b.silu_mul(r, up).finish().unwrap();
+    let y = b.add(g, bias).finish().unwrap();
+    b.output(y).unwrap();
+    let graph = b.build().unwrap();
+    let inputs = graph_inputs(&graph);
+    let t = |i: usize| &inputs[i].1;
+
+    let s = Sequential;
+    let n = rms_norm(t(0), t(1), 1e-5, &s).unwrap();
+    let p = linear(&n, t(2), &s)
+        .unwrap()
+        .reshape(vec![1, 4, 3, 4])
+        .unwrap();
+    let r = rope(&p, 7, 10_000.0, &s).unwrap();
+    let g = silu_mul(&r, t(3), &s).unwrap();
+    let want = add_broadcast(&g, t(4), &s).unwrap();
+
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    for schedule in [
+        Sequential::shared(),
+        reversed(3, Arc::new(CollectingSink::new())),
+    ] {
+        let ctx = GraphContext::over_ops(CpuOps::shared(schedule));
+        let got = execute(&ctx, &graph, &named).unwrap();
+        assert_eq!(got[0].shape(), [1, 4, 3, 4]);
+        assert_eq!(got[0].to_bits(), want.to_bits());
+    }
+}
+
+#[test]
+fn concat_joins_blocks_along_the_middle_dimension() {
+    let mut b = GraphBuilder::new();
+    let a = b.input("a", [2, 1, 2]).unwrap();
+    let c = b.input("c", [2, 2, 2]).unwrap();
+    let y = b.concat(a, c, 1).finish().unwrap();
+    b.output(y).unwrap();
+    let graph = b.build().unwrap();
+    let at = Tensor::new(vec![2, 1, 2], vec![0.0, 1.0, 2.0, 3.0]).unwrap();
+    let ct = Tensor::from_fn(vec![2, 2, 2], |i| 10.0 + i as f32).unwrap();
+    let got = execute(
+        &GraphContext::over_ops(CpuOps::shared(Sequential::shared())),
+        &graph,
+        &[("a", &at), ("c", &ct)],
+    )
+    .unwrap();
+    assert_eq!(got[0].shape(), [2, 3, 2]);
+    assert_eq!(
+        got[0].data(),
+        [0.0, 1.0, 10.0, 11.0, 12.0, 13.0, 2.0, 3.0, 14.0, 15.0, 16.0, 17.0]
+    );
+}

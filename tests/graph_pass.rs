@@ -28,7 +28,7 @@ fn graph(attn: Option<ScheduleHint>, mm: Option<ScheduleHint>, add: Option<Sched
         op = op.schedule(h);
     }
     let m = op.finish().unwrap();
-    let mut op = b.add(m, a).id("sum");
+    let mut op = b.sub(m, a).id("sum");
     if let Some(h) = add {
         op = op.schedule(h);
     }
@@ -108,7 +108,7 @@ fn a_hint_on_an_unschedulable_op_gives_a_diagnostic_and_no_metadata() {
         diagnostics,
         [Diagnostic {
             node: "sum".into(),
-            op: OpKind::Add,
+            op: OpKind::Sub,
             kind: DiagnosticKind::Unschedulable {
                 requested: vec!["rows".into()]
             },
@@ -116,7 +116,7 @@ fn a_hint_on_an_unschedulable_op_gives_a_diagnostic_and_no_metadata() {
     );
     assert_eq!(
         diagnostics[0].to_string(),
-        "node \"sum\" (add): add has no schedulable dims; hint [\"rows\"] ignored"
+        "node \"sum\" (sub): sub has no schedulable dims; hint [\"rows\"] ignored"
     );
     assert_eq!(g.find("sum").unwrap().metadata().get(SCHEDULE_KEY), None);
 }

@@ -182,7 +182,8 @@ impl GraphBuilder {
         OpBuilder::new(self, Op::Conv2d(options), operands)
     }
 
-    /// Elementwise `a + b` (equal shapes).
+    /// Elementwise `a + b`, broadcast like [`add_broadcast`](crate::add_broadcast) (trailing
+    /// alignment: a `[d]` bias onto `[.., d]`, a residual onto its equal shape).
     pub fn add(&mut self, a: Value, b: Value) -> OpBuilder<'_> {
         OpBuilder::new(self, Op::Add, alloc::vec![a, b])
     }
@@ -213,6 +214,33 @@ impl GraphBuilder {
             },
             alloc::vec![x],
         )
+    }
+
+    /// `x [.., k] · wᵀ` with `w [n, k]` (`[out, in]`) `-> [.., n]`, as [`linear`](crate::linear).
+    pub fn linear(&mut self, x: Value, w: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Linear, alloc::vec![x, w])
+    }
+
+    /// Each row of `x [.., d]` RMS-normalised and scaled by `weight [d]`, as
+    /// [`rms_norm`](crate::rms_norm).
+    pub fn rms_norm(&mut self, x: Value, weight: Value, eps: f32) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::RmsNorm { eps }, alloc::vec![x, weight])
+    }
+
+    /// Rotary position embedding of `x [b, heads, s, hd]` at positions `offset..offset + s`,
+    /// as [`rope`](crate::rope).
+    pub fn rope(&mut self, x: Value, offset: usize, theta: f32) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Rope { offset, theta }, alloc::vec![x])
+    }
+
+    /// `silu(gate) ⊙ up` (equal shapes), as [`silu_mul`](crate::silu_mul).
+    pub fn silu_mul(&mut self, gate: Value, up: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::SiluMul, alloc::vec![gate, up])
+    }
+
+    /// `a` then `b` along dimension `dim` (every other dimension equal).
+    pub fn concat(&mut self, a: Value, b: Value, dim: usize) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Concat { dim }, alloc::vec![a, b])
     }
 
     /// Runs `body` with `hint` applied to every op it adds that has no hint of its own, and
@@ -412,7 +440,14 @@ impl<'b> OpBuilder<'b> {
                 o.padding,
             )
             .map(|d| d.output_shape()),
-            Op::Add | Op::Sub | Op::Mul => shape::elementwise(kind.name(), shapes[0], shapes[1]),
+            Op::Add => shape::broadcast(kind.name(), shapes[0], shapes[1]),
+            Op::Sub | Op::Mul | Op::SiluMul => {
+                shape::elementwise(kind.name(), shapes[0], shapes[1])
+            }
+            Op::Linear => shape::linear(shapes[0], shapes[1]).map(|d| d.output_shape),
+            Op::RmsNorm { .. } => shape::rms_norm(shapes[0], shapes[1]).map(|_| shapes[0].to_vec()),
+            Op::Rope { offset, .. } => shape::rope(shapes[0], *offset).map(|d| d.to_vec()),
+            Op::Concat { dim } => shape::concat(shapes[0], shapes[1], *dim),
             Op::Reshape => shape::reshape(shapes[0], reshape_to.as_deref().unwrap_or(&[])),
             Op::Transpose { permutation } => shape::transpose(shapes[0], permutation),
         };

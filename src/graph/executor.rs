@@ -3,8 +3,11 @@
 //!
 //! `sdpa`, `matmul` and `conv2d` go through [`TensorOps`](crate::kernels::TensorOps), so they
 //! run under the schedule the ops carry and are bit-identical to a run under
-//! [`Sequential`](crate::Sequential); the elementwise, reshape and transpose ops are plain
-//! loops on the calling thread (there is nothing for a schedule to gain on them here).
+//! [`Sequential`](crate::Sequential). `linear`, `rms_norm`, `rope`, `silu_mul` and the
+//! broadcasting `add` call the crate's eager kernels of those names under the same schedule,
+//! so a graph gives the bits a hand-written decoder gives. `sub`, `mul`, `reshape`,
+//! `transpose` and `concat` are plain loops on the calling thread (there is nothing for a
+//! schedule to gain on them here).
 //!
 //! ```
 //! # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
@@ -132,6 +135,7 @@ pub fn execute(
     }
 
     let ops = ctx.ops();
+    let schedule = ops.schedule().as_ref();
     let mut values: Vec<Option<Cow<'_, Tensor>>> = vec![None; graph.nodes.len()];
     for (index, node) in graph.nodes.iter().enumerate() {
         let value = if node.op == Op::Input {
@@ -174,7 +178,20 @@ pub fn execute(
                 Op::Conv2d(o) => ops
                     .conv2d(args[0], args[1], args.get(2).copied(), o)
                     .map_err(kernel)?,
-                Op::Add => zip(args[0], args[1], |a, b| a + b),
+                Op::Add => {
+                    crate::kernels::add_broadcast(args[0], args[1], schedule).map_err(kernel)?
+                }
+                Op::Linear => crate::kernels::linear(args[0], args[1], schedule).map_err(kernel)?,
+                Op::RmsNorm { eps } => {
+                    crate::kernels::rms_norm(args[0], args[1], *eps, schedule).map_err(kernel)?
+                }
+                Op::Rope { offset, theta } => {
+                    crate::kernels::rope(args[0], *offset, *theta, schedule).map_err(kernel)?
+                }
+                Op::SiluMul => {
+                    crate::kernels::silu_mul(args[0], args[1], schedule).map_err(kernel)?
+                }
+                Op::Concat { dim } => concatenated(args[0], args[1], *dim, &node.shape),
                 Op::Sub => zip(args[0], args[1], |a, b| a - b),
                 Op::Mul => zip(args[0], args[1], |a, b| a * b),
                 Op::Reshape => reshaped(args[0], &node.shape),
@@ -210,6 +227,21 @@ fn zip(a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Tensor {
         .map(|(&x, &y)| f(x, y))
         .collect();
     Tensor::new(a.shape().to_vec(), data).expect("equal shapes give equal lengths")
+}
+
+/// `a` then `b` along `dim`; the builder checked that every other dimension matches.
+fn concatenated(a: &Tensor, b: &Tensor, dim: usize, out_shape: &[usize]) -> Tensor {
+    // Above `dim` the operands interleave in blocks: one block of each per outer index.
+    let inner: usize = out_shape[dim + 1..].iter().product();
+    let (block_a, block_b) = (a.shape()[dim] * inner, b.shape()[dim] * inner);
+    let mut data = Vec::with_capacity(a.len() + b.len());
+    if let Some(outer) = (a.len() + b.len()).checked_div(block_a + block_b) {
+        for o in 0..outer {
+            data.extend_from_slice(&a.data()[o * block_a..(o + 1) * block_a]);
+            data.extend_from_slice(&b.data()[o * block_b..(o + 1) * block_b]);
+        }
+    }
+    Tensor::new(out_shape.to_vec(), data).expect("the builder checked the shapes")
 }
 
 fn reshaped(x: &Tensor, shape: &[usize]) -> Tensor {

@@ -21,7 +21,8 @@ pub enum Op {
     /// 2-D convolution, NCHW input and OIHW weight; operands `input, weight` and an optional
     /// bias `[O]`.
     Conv2d(Conv2dOptions),
-    /// Elementwise `a + b` of two equal shapes.
+    /// Elementwise `a + b`, broadcast like [`add_broadcast`](crate::add_broadcast): trailing
+    /// alignment, each pair of dimensions equal or one of them 1.
     Add,
     /// Elementwise `a - b` of two equal shapes.
     Sub,
@@ -33,6 +34,32 @@ pub enum Op {
     Transpose {
         /// The permutation of the input's dimensions.
         permutation: Vec<usize>,
+    },
+    /// `x [.., k] · wᵀ` with `w [n, k]` (a layer's `[out, in]` weight) `-> [.., n]`, as
+    /// [`linear`](crate::linear); operands `x, w`.
+    Linear,
+    /// Root-mean-square normalisation of each row of `x [.., d]` scaled by `weight [d]`, as
+    /// [`rms_norm`](crate::rms_norm); operands `x, weight`.
+    RmsNorm {
+        /// Added to the mean of squares before the square root.
+        eps: f32,
+    },
+    /// Rotary position embedding of `x [b, heads, s, hd]` at positions `offset..offset + s`,
+    /// as [`rope`](crate::rope); operand `x`.
+    Rope {
+        /// The position of the first row.
+        offset: usize,
+        /// The frequency base (10000 in Llama 2).
+        theta: f32,
+    },
+    /// `silu(gate) ⊙ up` of two equal shapes, as [`silu_mul`](crate::silu_mul); operands
+    /// `gate, up`.
+    SiluMul,
+    /// Operands joined along dimension `dim` (every other dimension equal); a K/V cache's
+    /// past positions followed by the new ones, for instance.
+    Concat {
+        /// The dimension the operands are joined along.
+        dim: usize,
     },
 }
 
@@ -58,11 +85,21 @@ pub enum OpKind {
     Reshape,
     /// [`Op::Transpose`].
     Transpose,
+    /// [`Op::Linear`].
+    Linear,
+    /// [`Op::RmsNorm`].
+    RmsNorm,
+    /// [`Op::Rope`].
+    Rope,
+    /// [`Op::SiluMul`].
+    SiluMul,
+    /// [`Op::Concat`].
+    Concat,
 }
 
 impl OpKind {
     /// The stable lower-case name: `input`, `sdpa`, `matmul`, `conv2d`, `add`, `sub`, `mul`,
-    /// `reshape`, `transpose`.
+    /// `reshape`, `transpose`, `linear`, `rms_norm`, `rope`, `silu_mul`, `concat`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Input => "input",
@@ -74,6 +111,11 @@ impl OpKind {
             Self::Mul => "mul",
             Self::Reshape => "reshape",
             Self::Transpose => "transpose",
+            Self::Linear => "linear",
+            Self::RmsNorm => "rms_norm",
+            Self::Rope => "rope",
+            Self::SiluMul => "silu_mul",
+            Self::Concat => "concat",
         }
     }
 
@@ -82,8 +124,9 @@ impl OpKind {
     pub const fn schedule_class(self) -> Option<ScheduleClass> {
         match self {
             Self::Sdpa => Some(ScheduleClass::Attention),
-            Self::Matmul => Some(ScheduleClass::Linear),
+            Self::Matmul | Self::Linear => Some(ScheduleClass::Linear),
             Self::Conv2d => Some(ScheduleClass::Conv),
+            Self::Add | Self::RmsNorm | Self::Rope | Self::SiluMul => Some(ScheduleClass::RowWise),
             _ => None,
         }
     }
@@ -105,6 +148,11 @@ pub enum ScheduleClass {
     Linear,
     /// Convolution: every (batch, output channel) pair is independent.
     Conv,
+    /// Row-wise ops (`rms_norm`, `rope`, `silu_mul`, the broadcasting `add`): every row of the
+    /// output (all dimensions but the last, flattened) is independent — the units the eager
+    /// kernels split. `sub`, `mul`, `reshape`, `transpose` and `concat` stay unschedulable:
+    /// the eager executor runs them as plain loops, so a hint would promise nothing.
+    RowWise,
 }
 
 impl ScheduleClass {
@@ -114,15 +162,17 @@ impl ScheduleClass {
             Self::Attention => &["batch", "heads"],
             Self::Linear => &["rows"],
             Self::Conv => &["batch", "out_channels"],
+            Self::RowWise => &["rows"],
         }
     }
 
-    /// The family's name in messages: `attention`, `linear`, `conv`.
+    /// The family's name in messages: `attention`, `linear`, `conv`, `row_wise`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Attention => "attention",
             Self::Linear => "linear",
             Self::Conv => "conv",
+            Self::RowWise => "row_wise",
         }
     }
 }
@@ -140,11 +190,16 @@ impl Op {
             Self::Mul => OpKind::Mul,
             Self::Reshape => OpKind::Reshape,
             Self::Transpose { .. } => OpKind::Transpose,
+            Self::Linear => OpKind::Linear,
+            Self::RmsNorm { .. } => OpKind::RmsNorm,
+            Self::Rope { .. } => OpKind::Rope,
+            Self::SiluMul => OpKind::SiluMul,
+            Self::Concat { .. } => OpKind::Concat,
         }
     }
 
     /// The op's parameters as attributes (`scale`, `causal`, `stride`, `padding`,
-    /// `permutation`), for tooling that reads graphs generically. Ops without parameters
+    /// `permutation`, `eps`, `offset`, `theta`, `dim`), for tooling that reads graphs generically. Ops without parameters
     /// give an empty map.
     pub fn params(&self) -> AttrMap {
         let mut map = AttrMap::new();
@@ -162,6 +217,19 @@ impl Op {
             }
             Self::Transpose { permutation } => {
                 map.insert("permutation".to_string(), ints(permutation));
+            }
+            Self::RmsNorm { eps } => {
+                map.insert("eps".to_string(), Attr::Float(f64::from(*eps)));
+            }
+            Self::Rope { offset, theta } => {
+                map.insert(
+                    "offset".to_string(),
+                    Attr::Int(i64::try_from(*offset).unwrap_or(i64::MAX)),
+                );
+                map.insert("theta".to_string(), Attr::Float(f64::from(*theta)));
+            }
+            Self::Concat { dim } => {
+                map.insert("dim".to_string(), Attr::Int(*dim as i64));
             }
             _ => {}
         }

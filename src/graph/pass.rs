@@ -207,8 +207,9 @@ fn canonical(class: ScheduleClass, hint: &ScheduleHint) -> Result<ScheduleHint, 
 /// metadata under [`SCHEDULE_KEY`]; what the export's `skainet.schedule` header states.
 ///
 /// For each node:
-/// * a requested hint on a schedulable op (attention: `batch`, `heads`; matmul: `rows`;
-///   conv: `batch`, `out_channels`; names compared ignoring ASCII case, otherwise exactly) is
+/// * a requested hint on a schedulable op (attention: `batch`, `heads`; matmul and linear:
+///   `rows`; conv: `batch`, `out_channels`; the row-wise `add`, `rms_norm`, `rope` and
+///   `silu_mul`: `rows`; names compared ignoring ASCII case, otherwise exactly) is
 ///   stamped with the canonical names; an explicit parallelism is kept and reported
 ///   [`DiagnosticKind::Advisory`];
 /// * a hint naming an unknown dim gives [`DiagnosticKind::UnknownDims`] and no metadata;

@@ -25,8 +25,22 @@
 //! * `matmul`: one `stablehlo.dot_general` contracting the last dim of `a` with dim 0 of `b`.
 //! * `conv2d`: `stablehlo.convolution` with `[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`, plus a
 //!   broadcast `add` of the bias.
-//! * `add`, `sub`, `mul`, `reshape`, `transpose`: the StableHLO op of the same name
-//!   (`multiply`, `subtract` for the last two binary ones).
+//! * `add`: operands of another shape than the output are first `broadcast_in_dim` onto it
+//!   with trailing alignment (dims `[R - r, .., R - 1]`), as the eager `add_broadcast` reads them.
+//! * `sub`, `mul`, `reshape`, `transpose`: the StableHLO op of the same name (`multiply`,
+//!   `subtract` for the two binary ones).
+//! * `linear`: one `stablehlo.dot_general` contracting the last dim of `x` with dim 1 of the
+//!   `[out, in]` weight (no transpose materialised).
+//! * `rms_norm`: `reduce` (add) of `x * x` over the last dim, divided by `d`, plus `eps`,
+//!   `rsqrt`, broadcast back over the row and multiplied into `x`, then by the broadcast weight.
+//! * `rope`: the `cos`/`sin` tables `[s, hd/2]` are f32 constants in the module, computed from
+//!   the same f64 angles as the eager kernel; `x` is sliced into its halves (rotate-half, the
+//!   eager pairing of `j` with `j + hd/2`), rotated with `multiply`/`subtract`/`add` and
+//!   concatenated back.
+//! * `silu_mul`: `logistic(gate) * gate * up`.
+//! * `concat`: one `stablehlo.concatenate` — in a decoder, a K/V cache's past positions then
+//!   the new ones along the sequence dimension (never a repeat of K/V heads: grouped-query
+//!   attention reads the `nKV` heads by index, as above).
 
 use alloc::format;
 use alloc::string::String;
@@ -231,6 +245,50 @@ fn dims(xs: impl IntoIterator<Item = usize>) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// `1, 2, 3`.
+fn list(xs: &[usize]) -> String {
+    let v: Vec<String> = xs.iter().map(|x| format!("{x}")).collect();
+    v.join(", ")
+}
+
+/// `values` of `shape` as a nested MLIR dense literal, `[[0x.., 0x..], [..]]`.
+fn nested(out: &mut String, values: &[f32], shape: &[usize]) {
+    match shape.split_first() {
+        None => out.push_str(&f32_literal(values[0])),
+        Some((&n, rest)) => {
+            let step = rest.iter().product::<usize>();
+            out.push('[');
+            for i in 0..n {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                nested(out, &values[i * step..(i + 1) * step], rest);
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// `[cos, sin]` of `(offset + i) · theta^(-2j / hd)` for positions `i < len` and pairs
+/// `j < hd / 2`, row-major by position: the eager `rope`'s angles, with its arithmetic (f64,
+/// rounded once to f32), so the exported tables hold the bits the eager kernel rotates by.
+pub(crate) fn rope_angles(
+    offset: usize,
+    len: usize,
+    hd: usize,
+    theta: f32,
+) -> impl Iterator<Item = [f32; 2]> {
+    let half = hd / 2;
+    let theta = f64::from(theta);
+    (0..len).flat_map(move |i| {
+        let pos = (offset + i) as f64;
+        (0..half).map(move |j| {
+            let angle = pos * libm::pow(theta, -((2 * j) as f64) / hd as f64);
+            [libm::cos(angle) as f32, libm::sin(angle) as f32]
+        })
+    })
+}
+
 /// The function body under construction, with its SSA counter.
 #[derive(Default)]
 struct Body {
@@ -313,7 +371,38 @@ impl Body {
         );
         match &node.op {
             Op::Input => unreachable!("inputs are function arguments"),
-            Op::Add => self.binary("add", operands[0].0, operands[1].0, out),
+            Op::Add => {
+                let a = self.broadcast_to(operands[0], out);
+                let b = self.broadcast_to(operands[1], out);
+                self.binary("add", &a, &b, out)
+            }
+            Op::Linear => {
+                let (x, x_shape) = operands[0];
+                let (w, w_shape) = operands[1];
+                self.emit(format!(
+                    "stablehlo.dot_general {x}, {w}, contracting_dims = [{}] x [1] : ({}, {}) -> {}",
+                    x_shape.len() - 1,
+                    ty(x_shape),
+                    ty(w_shape),
+                    ty(out)
+                ))
+            }
+            Op::RmsNorm { eps } => self.rms_norm(operands, *eps, out),
+            Op::Rope { offset, theta } => self.rope(operands[0].0, *offset, *theta, out),
+            Op::SiluMul => {
+                let (g, u) = (operands[0].0, operands[1].0);
+                let sig = self.emit(format!("stablehlo.logistic {g} : {}", ty(out)));
+                let silu = self.binary("multiply", g, &sig, out);
+                self.binary("multiply", &silu, u, out)
+            }
+            Op::Concat { dim } => self.emit(format!(
+                "stablehlo.concatenate {}, {}, dim = {dim} : ({}, {}) -> {}",
+                operands[0].0,
+                operands[1].0,
+                ty(operands[0].1),
+                ty(operands[1].1),
+                ty(out)
+            )),
             Op::Sub => self.binary("subtract", operands[0].0, operands[1].0, out),
             Op::Mul => self.binary("multiply", operands[0].0, operands[1].0, out),
             Op::Reshape => self.reshape(operands[0].0, operands[0].1, out),
@@ -357,6 +446,86 @@ impl Body {
             }
             Op::Sdpa(o) => self.sdpa(operands, o.scale, o.causal, out),
         }
+    }
+
+    /// `x` broadcast to `out` with trailing alignment (as the eager `add_broadcast`); `x` as
+    /// it is when it already has that shape.
+    fn broadcast_to(&mut self, (x, shape): (&str, &[usize]), out: &[usize]) -> String {
+        if shape == out {
+            return String::from(x);
+        }
+        let pad = out.len() - shape.len();
+        let dims_: Vec<usize> = (pad..out.len()).collect();
+        self.broadcast(x, &ty(shape), &dims_, out)
+    }
+
+    /// `x · rsqrt(Σx²/d + eps) · weight` over the last dimension.
+    fn rms_norm(&mut self, operands: &[(&str, &[usize])], eps: f32, out: &[usize]) -> String {
+        let (x, _) = operands[0];
+        let (w, w_shape) = operands[1];
+        let last = out.len() - 1;
+        let rows = &out[..last];
+        let sq = self.binary("multiply", x, x, out);
+        let sum = self.reduce_last(&sq, 0.0, "add", out);
+        let d = self.constant(out[last] as f32, rows);
+        let mean = self.binary("divide", &sum, &d, rows);
+        let eps = self.constant(eps, rows);
+        let shifted = self.binary("add", &mean, &eps, rows);
+        let inv = self.emit(format!("stablehlo.rsqrt {shifted} : {}", ty(rows)));
+        let inv_b = self.broadcast(&inv, &ty(rows), &(0..last).collect::<Vec<_>>(), out);
+        let normed = self.binary("multiply", x, &inv_b, out);
+        let w_b = self.broadcast(w, &ty(w_shape), &[last], out);
+        self.binary("multiply", &normed, &w_b, out)
+    }
+
+    /// Rotate-half over `x [b, h, s, hd]` with the `cos`/`sin` tables of [`rope_angles`] as
+    /// constants: `[x1·c - x2·s, x2·c + x1·s]`.
+    fn rope(&mut self, x: &str, offset: usize, theta: f32, out: &[usize]) -> String {
+        let (s, hd) = (out[2], out[3]);
+        let half = hd / 2;
+        let table = [s, half];
+        let quarter = [out[0], out[1], s, half];
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for [c, sn] in rope_angles(offset, s, hd, theta) {
+            cos.push(c);
+            sin.push(sn);
+        }
+        let c = self.dense(&cos, &table);
+        let sn = self.dense(&sin, &table);
+        let c = self.broadcast(&c, &ty(&table), &[2, 3], &quarter);
+        let sn = self.broadcast(&sn, &ty(&table), &[2, 3], &quarter);
+        let x1 = self.slice(x, out, [0, 0, 0, 0], quarter);
+        let x2 = self.slice(x, out, [0, 0, 0, half], out.try_into().unwrap_or(quarter));
+        let a = self.binary("multiply", &x1, &c, &quarter);
+        let b = self.binary("multiply", &x2, &sn, &quarter);
+        let o1 = self.binary("subtract", &a, &b, &quarter);
+        let a = self.binary("multiply", &x2, &c, &quarter);
+        let b = self.binary("multiply", &x1, &sn, &quarter);
+        let o2 = self.binary("add", &a, &b, &quarter);
+        self.emit(format!(
+            "stablehlo.concatenate {o1}, {o2}, dim = 3 : ({t}, {t}) -> {}",
+            ty(out),
+            t = ty(&quarter)
+        ))
+    }
+
+    /// `x[start..limit]` of a rank-4 `x` of shape `from`.
+    fn slice(&mut self, x: &str, from: &[usize], start: [usize; 4], limit: [usize; 4]) -> String {
+        let to: Vec<usize> = limit.iter().zip(&start).map(|(l, s)| l - s).collect();
+        self.emit(format!(
+            "\"stablehlo.slice\"({x}) {{start_indices = array<i64: {}>, limit_indices = array<i64: {}>, strides = array<i64: 1, 1, 1, 1>}} : ({}) -> {}",
+            list(&start),
+            list(&limit),
+            ty(from),
+            ty(&to)
+        ))
+    }
+
+    /// A constant tensor of `shape` holding `values` (row-major), each an exact bit pattern.
+    fn dense(&mut self, values: &[f32], shape: &[usize]) -> String {
+        let mut text = String::with_capacity(values.len() * 12);
+        nested(&mut text, values, shape);
+        self.emit(format!("stablehlo.constant dense<{text}> : {}", ty(shape)))
     }
 
     fn sdpa(
