@@ -20,7 +20,10 @@ use skainet_schedule::graph::{core_passes, execute, stablehlo, Graph, GraphBuild
 use skainet_schedule::SdpaOptions;
 use skainet_schedule::Sequential;
 use skainet_schedule::Tensor;
-use skainet_schedule::{add_broadcast, linear, rms_norm, rope, silu_mul, OpsContext};
+use skainet_schedule::{
+    add_broadcast, linear, rms_norm, rope, scaled_dot_product_attention, silu_mul, KvCache,
+    OpsContext,
+};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -391,4 +394,228 @@ fn iree_runs_concat_along_the_sequence() {
     let inputs = graph_inputs(&g);
     // Nothing to split in a concat: the module states no schedule.
     round_trip("concat", g, inputs, true);
+}
+
+// The decoder layer: hidden 32, 4 query heads over 2 K/V heads of 8, MLP 64, 3 new tokens
+// after 5 cached positions.
+const D: usize = 32;
+const H: usize = 4;
+const KV: usize = 2;
+const HD: usize = 8;
+const MLP: usize = 64;
+const NEW: usize = 3;
+const PAST: usize = 5;
+const EPS: f32 = 1e-5;
+const THETA: f32 = 10_000.0;
+
+/// One decoder layer as a graph. Weights are graph inputs (`[out, in]`, as `linear` takes
+/// them), not constants: the module stays small and the same `.vmfb` runs any weights. The
+/// cache's past K/V are inputs too; the new K/V are computed in the graph and appended with a
+/// `concat` along the sequence — the cache append, not a head repeat: attention reads the 2
+/// K/V heads by index. Every compute op carries a structural hint.
+fn decoder_layer_graph() -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [1, NEW, D]).unwrap();
+    let k_past = b.input("k_past", [1, KV, PAST, HD]).unwrap();
+    let v_past = b.input("v_past", [1, KV, PAST, HD]).unwrap();
+    let attn_norm = b.input("attn_norm", [D]).unwrap();
+    let wq = b.input("wq", [H * HD, D]).unwrap();
+    let wk = b.input("wk", [KV * HD, D]).unwrap();
+    let wv = b.input("wv", [KV * HD, D]).unwrap();
+    let wo = b.input("wo", [D, H * HD]).unwrap();
+    let mlp_norm = b.input("mlp_norm", [D]).unwrap();
+    let w_gate = b.input("w_gate", [MLP, D]).unwrap();
+    let w_up = b.input("w_up", [MLP, D]).unwrap();
+    let w_down = b.input("w_down", [D, MLP]).unwrap();
+
+    let h = b
+        .rms_norm(x, attn_norm, EPS)
+        .id("attn_norm_out")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let heads = |b: &mut GraphBuilder, w, n: usize, id: &str| {
+        let p = b.linear(h, w).id(id).schedule(rows()).finish().unwrap();
+        let r = b.reshape(p, [1, NEW, n, HD]).finish().unwrap();
+        b.transpose(r, [0, 2, 1, 3]).finish().unwrap()
+    };
+    let q = heads(&mut b, wq, H, "q_proj");
+    let q = b
+        .rope(q, PAST, THETA)
+        .id("q_rope")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let k = heads(&mut b, wk, KV, "k_proj");
+    let k = b
+        .rope(k, PAST, THETA)
+        .id("k_rope")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let v = heads(&mut b, wv, KV, "v_proj");
+    let k_all = b.concat(k_past, k, 2).id("k_append").finish().unwrap();
+    let v_all = b.concat(v_past, v, 2).id("v_append").finish().unwrap();
+    let causal = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let a = b
+        .sdpa(q, k_all, v_all, None, causal)
+        .id("attn")
+        .finish()
+        .unwrap();
+    let a = b.transpose(a, [0, 2, 1, 3]).finish().unwrap();
+    let a = b.reshape(a, [1, NEW, H * HD]).finish().unwrap();
+    let o = b
+        .linear(a, wo)
+        .id("o_proj")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let h1 = b
+        .add(x, o)
+        .id("attn_residual")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let n2 = b
+        .rms_norm(h1, mlp_norm, EPS)
+        .id("mlp_norm_out")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let g = b
+        .linear(n2, w_gate)
+        .id("gate_proj")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let u = b
+        .linear(n2, w_up)
+        .id("up_proj")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let m = b
+        .silu_mul(g, u)
+        .id("silu")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let d = b
+        .linear(m, w_down)
+        .id("down_proj")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    let y = b
+        .add(h1, d)
+        .id("mlp_residual")
+        .schedule(rows())
+        .finish()
+        .unwrap();
+    b.output(y).unwrap();
+    b.build().unwrap()
+}
+
+/// The same layer eagerly, the past K/V in a [`KvCache`] that the new K/V are appended to.
+fn eager_decoder_layer(inputs: &[(String, Tensor)]) -> Tensor {
+    let t = |name: &str| &inputs.iter().find(|(n, _)| n == name).unwrap().1;
+    let s = &Sequential;
+    let x = t("x");
+    let h = rms_norm(x, t("attn_norm"), EPS, s).unwrap();
+    let heads = |w: &str, n: usize| {
+        linear(&h, t(w), s)
+            .unwrap()
+            .reshape(vec![1, NEW, n, HD])
+            .unwrap()
+    };
+    let (q, k, v) = (heads("wq", H), heads("wk", KV), heads("wv", KV));
+    let perm = [0, 2, 1, 3];
+    let q = rope(q.view().permute(&perm).unwrap(), PAST, THETA, s).unwrap();
+    let k = rope(k.view().permute(&perm).unwrap(), PAST, THETA, s).unwrap();
+    let mut cache = KvCache::new(1, KV, PAST + NEW, HD).unwrap();
+    cache.append(t("k_past"), t("v_past")).unwrap();
+    cache.append(&k, v.view().permute(&perm).unwrap()).unwrap();
+    let causal = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let a =
+        scaled_dot_product_attention(&q, cache.keys(), cache.values(), None, &causal, s).unwrap();
+    let a = a
+        .view()
+        .permute(&perm)
+        .unwrap()
+        .to_tensor()
+        .unwrap()
+        .reshape(vec![1, NEW, H * HD])
+        .unwrap();
+    let h1 = add_broadcast(x, &linear(&a, t("wo"), s).unwrap(), s).unwrap();
+    let n2 = rms_norm(&h1, t("mlp_norm"), EPS, s).unwrap();
+    let g = linear(&n2, t("w_gate"), s).unwrap();
+    let u = linear(&n2, t("w_up"), s).unwrap();
+    let m = silu_mul(&g, &u, s).unwrap();
+    add_broadcast(&h1, &linear(&m, t("w_down"), s).unwrap(), s).unwrap()
+}
+
+#[test]
+fn iree_runs_a_decoder_layer_over_a_kv_cache_like_the_eager_layer() {
+    let g = decoder_layer_graph();
+    let mut inputs = graph_inputs(&g);
+    // Projections scaled by 1/sqrt(in), as trained weights roughly are.
+    for (name, t) in &mut inputs {
+        if name.starts_with('w') {
+            let scale = 1.0 / (t.shape()[1] as f32).sqrt();
+            t.data_mut().iter_mut().for_each(|x| *x *= scale);
+        }
+    }
+    let want = eager_decoder_layer(&inputs);
+    assert_eq!(want.shape(), [1, NEW, D]);
+    // The graph's eager run is the hand-written layer, bit for bit.
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let graph_eager = execute(&OpsContext::cpu(Sequential::shared()), &g, &named).unwrap();
+    assert_eq!(graph_eager[0].to_bits(), want.to_bits());
+
+    let mlir = round_trip_against("decoder_layer", g, inputs, false, &[want]);
+    // GQA by index: the K/V heads are never repeated; the only concatenates are the two cache
+    // appends along the sequence and the two rope halves.
+    assert!(!mlir.contains("broadcast_in_dim %arg1"), "K past broadcast");
+    assert_eq!(mlir.matches("stablehlo.concatenate").count(), 4, "{mlir}");
+    assert_eq!(
+        mlir.matches("dim = 2 : (tensor<1x2x5x8xf32>, tensor<1x2x3x8xf32>)")
+            .count(),
+        2
+    );
+    for id in [
+        "attn_norm_out",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "q_rope",
+        "k_rope",
+        "attn",
+        "o_proj",
+        "attn_residual",
+        "mlp_norm_out",
+        "gate_proj",
+        "up_proj",
+        "silu",
+        "down_proj",
+        "mlp_residual",
+    ] {
+        let dims = if id == "attn" {
+            "[\"batch\", \"heads\"]"
+        } else {
+            "[\"rows\"]"
+        };
+        assert!(
+            mlir.lines()
+                .next()
+                .unwrap()
+                .contains(&format!("{id} = {{parallel_dims = {dims}}}")),
+            "{id}: no structural parallel_dims in the header"
+        );
+    }
 }

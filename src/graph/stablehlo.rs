@@ -5,6 +5,10 @@
 //! whose results are the graph's outputs. It never states a core count: the header's
 //! `parallelism` is advisory, and the device picks the number of cores when it is created.
 //!
+//! Every tensor a graph reads — weights included — is an `Input`, so a function argument: the
+//! module holds no weights (only rope's small angle tables are constants), and one compiled
+//! module runs any weights of the declared shapes.
+//!
 //! The lowerings, with the eager kernel's semantics:
 //!
 //! * `sdpa`: Q `[b, H, Sq, hd]` is viewed as `[b, nKV, nRep, Sq, hd]` (`nRep = H / nKV`)
