@@ -373,3 +373,94 @@ fn foreign_values_are_rejected() {
         })
     );
 }
+
+#[test]
+fn decoder_ops_infer_the_eager_kernels_shapes() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 3, 16]).unwrap();
+    let w = b.input("w", [8, 16]).unwrap();
+    let nw = b.input("nw", [16]).unwrap();
+    let bias = b.input("bias", [3, 1]).unwrap();
+    let p = b.linear(x, w).finish().unwrap();
+    assert_eq!(b.shape(p), Some(&[2, 3, 8][..]));
+    let n = b.rms_norm(x, nw, 1e-5).finish().unwrap();
+    assert_eq!(b.shape(n), Some(&[2, 3, 16][..]));
+    let s = b.add(x, bias).finish().unwrap();
+    assert_eq!(b.shape(s), Some(&[2, 3, 16][..]));
+    let r = b.reshape(p, [2, 1, 3, 8]).finish().unwrap();
+    let r = b.rope(r, 4, 10_000.0).finish().unwrap();
+    assert_eq!(b.shape(r), Some(&[2, 1, 3, 8][..]));
+    let c = b.concat(r, r, 2).finish().unwrap();
+    assert_eq!(b.shape(c), Some(&[2, 1, 6, 8][..]));
+}
+
+#[test]
+fn rope_over_an_odd_head_dim_is_rejected_with_the_node() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [1, 2, 3, 7]).unwrap();
+    assert_eq!(
+        b.rope(x, 0, 10_000.0).id("q_rope").finish(),
+        Err(GraphError::BadShape {
+            node: "q_rope".into(),
+            op: OpKind::Rope,
+            error: ShapeError::RopeOddHeadDim {
+                x: vec![1, 2, 3, 7]
+            }
+        })
+    );
+}
+
+#[test]
+fn add_of_shapes_that_do_not_broadcast_is_rejected() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [2, 3]).unwrap();
+    let y = b.input("y", [2]).unwrap();
+    assert_eq!(
+        b.add(x, y).finish(),
+        Err(GraphError::BadShape {
+            node: "add_0".into(),
+            op: OpKind::Add,
+            error: ShapeError::Broadcast {
+                op: "add",
+                a: vec![2, 3],
+                b: vec![2]
+            }
+        })
+    );
+}
+
+#[test]
+fn concat_of_other_head_counts_is_rejected() {
+    let mut b = GraphBuilder::new();
+    let past = b.input("past", [1, 2, 5, 8]).unwrap();
+    let new = b.input("new", [1, 4, 3, 8]).unwrap();
+    assert_eq!(
+        b.concat(past, new, 2).finish(),
+        Err(GraphError::BadShape {
+            node: "concat_0".into(),
+            op: OpKind::Concat,
+            error: ShapeError::ElementwiseMismatch {
+                op: "concat",
+                a: vec![1, 2, 5, 8],
+                b: vec![1, 4, 3, 8]
+            }
+        })
+    );
+}
+
+#[test]
+fn decoder_op_parameters_are_attributes() {
+    let rope = Op::Rope {
+        offset: 5,
+        theta: 10_000.0,
+    };
+    assert_eq!(rope.params().get("offset"), Some(&Attr::Int(5)));
+    assert_eq!(rope.params().get("theta"), Some(&Attr::Float(10_000.0)));
+    let norm = Op::RmsNorm { eps: 0.5 };
+    assert_eq!(norm.params().get("eps"), Some(&Attr::Float(0.5)));
+    assert_eq!(
+        Op::Concat { dim: 2 }.params().get("dim"),
+        Some(&Attr::Int(2))
+    );
+    assert!(Op::Linear.params().is_empty());
+}
