@@ -64,7 +64,7 @@
 //! [`Sequential`], [`ScheduleExt`]), the schedules of the features (`hardware()`,
 //! `dedicated()`, `RayonSchedule`), the tensor ([`Tensor`]) and borrowed, strided views of
 //! values ([`TensorView`]), the positional K/V cache ([`KvCache`]), the kernels
-//! ([`scaled_dot_product_attention`], [`matmul()`], [`vecmat`], [`conv2d()`], and a decoder's
+//! ([`scaled_dot_product_attention`], [`matmul()`], [`linear()`], [`conv2d()`], and a decoder's
 //! [`rms_norm`], [`rope`], [`silu_mul`], [`add_broadcast`], [`embedding`]) and their one error type
 //! [`KernelError`] (`From<TensorError>`, so one `?` covers building inputs and calling a
 //! kernel), the context seam, tracing and the registries. Three modules group what is not:
