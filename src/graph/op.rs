@@ -141,6 +141,7 @@ impl fmt::Display for OpKind {
 /// The families of ops whose independent axes a schedule may split, each with its own
 /// known dimension names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum ScheduleClass {
     /// Attention: every (batch, head) pair is independent.
     Attention,
