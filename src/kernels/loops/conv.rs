@@ -21,8 +21,16 @@ impl Im2col<'_> {
     /// `pc..`: `dst[p·w + i] = self(pc + p, start + i)`; `dst.len() / w` taps.
     #[inline(always)]
     pub(crate) fn pack(&self, w: usize, start: usize, valid: usize, pc: usize, dst: &mut [f32]) {
+        if dst.is_empty() {
+            // No tap to pack: with no input channel or an empty kernel, `kH·kW` and `H·W` are
+            // unbounded (they may be zero, or their product may not fit a usize).
+            return;
+        }
         let [h, wd] = self.in_hw;
         let [kh, kw] = self.kernel_hw;
+        // A tap exists, so C ≥ 1 and the kernel is not empty: one channel's plane is part of
+        // the input and one channel's taps part of the weight, so both products fit.
+        let (plane_len, taps_per_channel) = (h * wd, kh * kw);
         let [sy, sx] = self.stride;
         let [py, px] = self.padding;
         let ow = self.out_hw[1];
@@ -33,9 +41,9 @@ impl Im2col<'_> {
             let pixel = start + i;
             *c = ((pixel / ow) * sy, (pixel % ow) * sx);
         }
-        let (mut c, mut ky, mut kx) = (pc / (kh * kw), pc / kw % kh, pc % kw);
+        let (mut c, mut ky, mut kx) = (pc / taps_per_channel, pc / kw % kh, pc % kw);
         for step in dst.chunks_exact_mut(w) {
-            let plane = &self.input[c * h * wd..(c + 1) * h * wd];
+            let plane = &self.input[c * plane_len..(c + 1) * plane_len];
             for (x, &(y0, x0)) in step.iter_mut().zip(&corner[..valid]) {
                 // Input (iy, ix) = (y·sy + ky - py, x·sx + kx - px), zero in the padding.
                 *x = match ((y0 + ky).checked_sub(py), (x0 + kx).checked_sub(px)) {
