@@ -1,8 +1,8 @@
 #![cfg(all(feature = "parallel", not(feature = "loom")))]
 //! Every input saved under `fuzz/regressions/<target>/` replays through the checks of that
 //! fuzz target (`fuzz/checks.rs`, the very code the targets run), so a crash fixed once stays
-//! fixed without a nightly toolchain or libFuzzer. Inputs under `fuzz/pending/<target>/` still
-//! crash: each waits for a library fix, after which it moves to `fuzz/regressions/`.
+//! fixed without a nightly toolchain or libFuzzer. A new crash's input is added here together
+//! with its fix.
 
 #[path = "../fuzz/checks.rs"]
 mod checks;
@@ -58,21 +58,4 @@ fn kernel_shapes_regressions_replay_cleanly() {
     let files = inputs("regressions", "kernel_shapes");
     assert!(!files.is_empty(), "fuzz/regressions/kernel_shapes is empty");
     replay(&files, checks::check_kernel_shapes);
-}
-
-#[test]
-#[ignore = "fuzz/pending holds crashes that wait for a fix in the library"]
-fn pending_findings_replay_cleanly() {
-    for (target, check) in [
-        ("npy_read", checks::check_npy_read as fn(&[u8])),
-        ("graph_export", checks::check_graph_export),
-        ("kernel_shapes", checks::check_kernel_shapes),
-    ] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fuzz/pending")
-            .join(target);
-        if dir.is_dir() {
-            replay(&inputs("pending", target), check);
-        }
-    }
 }
