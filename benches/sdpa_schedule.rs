@@ -4,15 +4,23 @@
 //!
 //! `cargo bench --features parallel,rayon --bench sdpa_schedule [-- FILTER]`; ids read
 //! `sdpa/h{heads}_sk{Sk}_sq{Sq}/{scalar,sequential,hardware,rayon}`.
+//!
+//! Read against `benches/peak.rs`: `sdpa_peak/sq64_hd64/{portable,native}/sk{Sk}` counts
+//! multiply-adds (`2·Sq·Sk·hd` per head, the causal keys it hides included, as the kernel's
+//! work threshold counts them), so its throughput over `peak/one_core/{mul_add,fma}` is the share
+//! of one core's peak; `sdpa_decode/sq1_hd64_sk{Sk}/{portable,native}` counts the bytes of K and V
+//! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`.
+//! Both run under `Sequential`, one core.
 
 mod common;
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skainet_schedule::Tensor;
 use skainet_schedule::{scaled_dot_product_attention, SdpaOptions};
+use skainet_schedule::{scaled_dot_product_attention_with, KernelConfig, Precision, Sequential};
 
 use common::{schedules, tensor};
 
@@ -111,5 +119,93 @@ fn bench_grid(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_grid);
+/// Both precision modes, one group per shape so their ratio comes from one run.
+fn modes() -> [(&'static str, KernelConfig); 2] {
+    [
+        ("portable", KernelConfig::selected()),
+        (
+            "native",
+            KernelConfig::selected().with_precision(Precision::Native),
+        ),
+    ]
+}
+
+/// One head of prefill attention (Sq = 64, hd = 64, causal) from Sk = 1024 to 65 536 under
+/// `Sequential`: the kernel's share of one core's arithmetic peak, and how it holds up once K
+/// and V leave the caches.
+fn bench_peak(c: &mut Criterion) {
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let sq = 64;
+    let mut group = c.benchmark_group("sdpa_peak/sq64_hd64");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for sk in [1024usize, 2048, 4096, 65_536] {
+        let q = tensor(vec![1, 1, sq, HD], 1);
+        let k = tensor(vec![1, 1, sk, HD], 2);
+        let v = tensor(vec![1, 1, sk, HD], 3);
+        group.throughput(Throughput::Elements((2 * sq * sk * HD) as u64));
+        for (name, config) in &modes() {
+            group.bench_function(format!("{name}/sk{sk}"), |bench| {
+                bench.iter(|| {
+                    scaled_dot_product_attention_with(
+                        config,
+                        black_box(&q),
+                        black_box(&k),
+                        black_box(&v),
+                        None,
+                        &options,
+                        &Sequential,
+                    )
+                    .expect("valid shapes")
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+/// A decode step (Sq = 1) over 8 heads of K and V larger than the last-level cache, under
+/// `Sequential`: bytes of K and V per second, against one core's read bandwidth.
+fn bench_decode(c: &mut Criterion) {
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let heads = 8;
+    for sk in [16_384usize, 65_536] {
+        let q = tensor(vec![1, heads, 1, HD], 1);
+        let k = tensor(vec![1, heads, sk, HD], 2);
+        let v = tensor(vec![1, heads, sk, HD], 3);
+        let mut group = c.benchmark_group(format!("sdpa_decode/sq1_hd64_sk{sk}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(2))
+            .throughput(Throughput::Bytes((2 * heads * sk * HD * 4) as u64));
+        for (name, config) in &modes() {
+            group.bench_function(*name, |bench| {
+                bench.iter(|| {
+                    scaled_dot_product_attention_with(
+                        config,
+                        black_box(&q),
+                        black_box(&k),
+                        black_box(&v),
+                        None,
+                        &options,
+                        &Sequential,
+                    )
+                    .expect("valid shapes")
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_grid, bench_peak, bench_decode);
 criterion_main!(benches);

@@ -637,7 +637,15 @@ fn check_sdpa(input: &mut Input<'_>) {
         return;
     };
     same_under_every_schedule(out, &|config, schedule| {
-        scaled_dot_product_attention_with(config, &t[0], &t[1], &t[2], t.get(3), &options, schedule)
+        scaled_dot_product_attention_with(
+            config,
+            &t[0],
+            &t[1],
+            &t[2],
+            t.get(3).map(Tensor::view),
+            &options,
+            schedule,
+        )
     });
 }
 

@@ -43,15 +43,17 @@ fn parity_grid_is_bit_identical_to_sequential_under_every_schedule() {
                 for with_mask in [false, true] {
                     for scale in [None, Some(0.25)] {
                         let o = opts(causal, scale);
-                        let m = with_mask.then_some(&mask);
-                        let expected = sdpa(&q, &k, &v, m, &o, &Sequential).unwrap().to_bits();
+                        let m = with_mask.then(|| mask.view());
+                        let expected = sdpa(&q, &k, &v, m.clone(), &o, &Sequential)
+                            .unwrap()
+                            .to_bits();
                         for s in &schedules {
                             let got = scaled_dot_product_attention_with(
                                 &forking(),
                                 &q,
                                 &k,
                                 &v,
-                                m,
+                                m.clone(),
                                 &o,
                                 s.as_ref(),
                             )
@@ -100,12 +102,19 @@ fn grouped_kv_equals_tiled_kv_bit_for_bit() {
         let mask = sparse_mask(&[b, heads, sq, sk], 14, 6);
         let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
         for causal in [false, true] {
-            for m in [None, Some(&mask)] {
+            for m in [None, Some(mask.view())] {
                 let o = opts(causal, None);
-                let grouped =
-                    scaled_dot_product_attention_with(&forking(), &q, &k, &v, m, &o, &schedule)
-                        .unwrap();
-                let tiled = sdpa(&q, &kt, &vt, m, &o, &Sequential).unwrap();
+                let grouped = scaled_dot_product_attention_with(
+                    &forking(),
+                    &q,
+                    &k,
+                    &v,
+                    m.clone(),
+                    &o,
+                    &schedule,
+                )
+                .unwrap();
+                let tiled = sdpa(&q, &kt, &vt, m.clone(), &o, &Sequential).unwrap();
                 assert_eq!(grouped.shape(), [b, heads, sq, hd]);
                 assert_eq!(
                     grouped.to_bits(),
@@ -152,7 +161,7 @@ fn matches_the_f64_reference_within_1e_5() {
         let mask = mask_shape.map(|s| sparse_mask(&s, seed + 4, 7));
         for scale in [None, Some(0.25)] {
             let o = opts(causal, scale);
-            let got = sdpa(&q, &k, &v, mask.as_ref(), &o, &Sequential).unwrap();
+            let got = sdpa(&q, &k, &v, mask.as_ref().map(Tensor::view), &o, &Sequential).unwrap();
             let want = reference_sdpa(&q, &k, &v, mask.as_ref(), scale, causal);
             let err = max_abs_diff(got.data(), &want);
             assert!(
@@ -179,7 +188,15 @@ fn fully_masked_rows_are_zeros() {
     })
     .unwrap();
     for causal in [false, true] {
-        let out = sdpa(&q, &k, &v, Some(&mask), &opts(causal, None), &Sequential).unwrap();
+        let out = sdpa(
+            &q,
+            &k,
+            &v,
+            Some(mask.view()),
+            &opts(causal, None),
+            &Sequential,
+        )
+        .unwrap();
         for h in 0..2 {
             for i in 0..sq {
                 let row = &out.data()[(h * sq + i) * hd..(h * sq + i + 1) * hd];
@@ -207,7 +224,15 @@ fn nan_in_a_value_reaches_its_element_of_every_row_that_weighs_that_key() {
         _ => 0.0,
     })
     .unwrap();
-    let out = sdpa(&q, &k, &v, Some(&mask), &opts(true, None), &Sequential).unwrap();
+    let out = sdpa(
+        &q,
+        &k,
+        &v,
+        Some(mask.view()),
+        &opts(true, None),
+        &Sequential,
+    )
+    .unwrap();
     let nans: Vec<usize> = (0..sq * hd).filter(|&at| out.data()[at].is_nan()).collect();
     // Rows 0 and 1 never see key 4 (causal: not read); row 2 weighs it with 0, and
     // 0 · NaN = NaN in its element 3; row 3 is fully masked and never reads v.
@@ -232,7 +257,7 @@ fn nan_results_have_the_same_bits_under_every_schedule() {
     })
     .unwrap();
     let options = opts(true, Some(0.4));
-    let want = sdpa(&q, &k, &v, Some(&mask), &options, &Sequential).unwrap();
+    let want = sdpa(&q, &k, &v, Some(mask.view()), &options, &Sequential).unwrap();
     assert!(want.data().iter().any(|x| x.is_nan()));
     assert!(want.data().iter().any(|x| x.is_finite()));
     for schedule in all_schedules() {
@@ -241,7 +266,7 @@ fn nan_results_have_the_same_bits_under_every_schedule() {
             &q,
             &k,
             &v,
-            Some(&mask),
+            Some(mask.view()),
             &options,
             &*schedule,
         )
@@ -295,9 +320,16 @@ fn every_available_variant_gives_the_portable_bits() {
         let v = uniform(&[2, 2, sk, hd], 3);
         let mask = sparse_mask(&[sq, sk], 4, 5);
         let o = opts(true, None);
-        let want =
-            scaled_dot_product_attention_with(&portable, &q, &k, &v, Some(&mask), &o, &Sequential)
-                .unwrap();
+        let want = scaled_dot_product_attention_with(
+            &portable,
+            &q,
+            &k,
+            &v,
+            Some(mask.view()),
+            &o,
+            &Sequential,
+        )
+        .unwrap();
         for variant in &variants {
             let config = KernelConfig::new(variant.clone());
             let got = scaled_dot_product_attention_with(
@@ -305,7 +337,7 @@ fn every_available_variant_gives_the_portable_bits() {
                 &q,
                 &k,
                 &v,
-                Some(&mask),
+                Some(mask.view()),
                 &o,
                 &Sequential,
             )
@@ -333,7 +365,7 @@ fn err(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, causal: bo
         &t(q),
         &t(k),
         &t(v),
-        m.as_ref(),
+        m.as_ref().map(Tensor::view),
         &opts(causal, None),
         &Sequential,
     )
@@ -567,7 +599,7 @@ fn a_pool_call_under_the_threshold_emits_nothing() {
 
 #[test]
 fn several_row_groups_and_key_tiles_keep_parity_and_accuracy() {
-    // 70 query rows (a group of 64 and one of 6) over 1100 keys (three tiles of 512).
+    // 70 query rows (a group of 64 and one of 6) over 1100 keys (nine tiles of 128).
     let (b, heads, kv_heads, sq, sk, hd) = (1, 4, 2, 70, 1100, 24);
     let q = uniform(&[b, heads, sq, hd], 21);
     let k = uniform(&[b, kv_heads, sk, hd], 22);
@@ -576,9 +608,16 @@ fn several_row_groups_and_key_tiles_keep_parity_and_accuracy() {
     let portable = KernelConfig::new(cpu_kernels().find("portable").unwrap());
     for causal in [false, true] {
         let o = opts(causal, None);
-        let want =
-            scaled_dot_product_attention_with(&portable, &q, &k, &v, Some(&mask), &o, &Sequential)
-                .unwrap();
+        let want = scaled_dot_product_attention_with(
+            &portable,
+            &q,
+            &k,
+            &v,
+            Some(mask.view()),
+            &o,
+            &Sequential,
+        )
+        .unwrap();
         let err = max_abs_diff(
             want.data(),
             &reference_sdpa(&q, &k, &v, Some(&mask), None, causal),
@@ -590,7 +629,7 @@ fn several_row_groups_and_key_tiles_keep_parity_and_accuracy() {
                 &q,
                 &k,
                 &v,
-                Some(&mask),
+                Some(mask.view()),
                 &o,
                 s.as_ref(),
             )
@@ -694,4 +733,142 @@ fn a_permuted_single_position_query_needs_no_copy() {
     let want = sdpa(&compact, &k, &v, None, &o, &Sequential).unwrap();
     let got = sdpa(&q, &k, &v, None, &o, &Sequential).unwrap();
     assert_eq!(got.to_bits(), want.to_bits());
+}
+
+#[test]
+fn a_mask_view_of_a_larger_buffer_gives_the_bits_of_its_compact_copy() {
+    let (sq, sk, hd) = (6, 140, 16);
+    let q = uniform(&[1, 2, sq, hd], 31);
+    let k = uniform(&[1, 1, sk, hd], 32);
+    let v = uniform(&[1, 1, sk, hd], 33);
+    let big = sparse_mask(&[sq + 3, sk + 5], 34, 4);
+    let window = big
+        .view()
+        .narrow(0, 2, sq)
+        .unwrap()
+        .narrow(1, 4, sk)
+        .unwrap();
+    assert_eq!(window.strides(), [sk + 5, 1]);
+    let compact = window.to_tensor().unwrap();
+    for causal in [false, true] {
+        let o = opts(causal, None);
+        let got = sdpa(&q, &k, &v, Some(window.clone()), &o, &Sequential).unwrap();
+        let want = sdpa(&q, &k, &v, Some(compact.view()), &o, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "causal={causal}");
+    }
+}
+
+#[test]
+fn a_mask_whose_rows_are_not_back_to_back_is_a_layout_error_naming_the_mask() {
+    let (sq, sk, hd) = (3, 5, 4);
+    let q = uniform(&[1, 1, sq, hd], 35);
+    let k = uniform(&[1, 1, sk, hd], 36);
+    let stored = uniform(&[sk, sq], 37);
+    let transposed = stored.view().permute(&[1, 0]).unwrap();
+    let err = sdpa(
+        &q,
+        &k,
+        &k,
+        Some(transposed),
+        &opts(false, None),
+        &Sequential,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        KernelError::Shape(ShapeError::Layout {
+            op: "sdpa",
+            operand: "mask",
+            shape: vec![sq, sk],
+            strides: vec![1, sq],
+            expected: "the last stride 1",
+        })
+    );
+}
+
+/// One row over 300 keys (tiles of 128) whose mask hides the whole first tile.
+fn first_tile_hidden(sk: usize, nan_at: Option<usize>) -> Tensor {
+    Tensor::from_fn(vec![1, sk], |j| match j {
+        j if Some(j) == nan_at => f32::NAN,
+        0..128 => f32::NEG_INFINITY,
+        _ => 0.0,
+    })
+    .unwrap()
+}
+
+#[test]
+fn nan_in_a_value_of_a_fully_hidden_tile_reaches_a_row_that_sees_a_later_tile() {
+    let (sk, hd) = (300, 8);
+    let q = uniform(&[1, 1, 1, hd], 38);
+    let k = uniform(&[1, 1, sk, hd], 39);
+    let mut values = uniform(&[1, 1, sk, hd], 40).data().to_vec();
+    values[5 * hd + 3] = f32::NAN;
+    let v = Tensor::new(vec![1, 1, sk, hd], values).unwrap();
+    let mask = first_tile_hidden(sk, None);
+    let out = sdpa(
+        &q,
+        &k,
+        &v,
+        Some(mask.view()),
+        &opts(false, None),
+        &Sequential,
+    )
+    .unwrap();
+    for (d, x) in out.data().iter().enumerate() {
+        assert_eq!(x.is_nan(), d == 3, "element {d}: {x}");
+    }
+}
+
+#[test]
+fn a_nan_score_in_a_fully_hidden_tile_makes_the_row_nan_though_later_tiles_are_seen() {
+    let (sk, hd) = (300, 8);
+    let q = uniform(&[1, 1, 1, hd], 41);
+    let k = uniform(&[1, 1, sk, hd], 42);
+    let v = uniform(&[1, 1, sk, hd], 43);
+    let mask = first_tile_hidden(sk, Some(7));
+    let out = sdpa(
+        &q,
+        &k,
+        &v,
+        Some(mask.view()),
+        &opts(false, None),
+        &Sequential,
+    )
+    .unwrap();
+    assert!(out.data().iter().all(|x| x.is_nan()), "{:?}", out.data());
+}
+
+#[test]
+fn rows_whose_keys_start_tiles_later_match_the_f64_reference() {
+    // Each row's mask hides a different prefix (0, 1, 2 or 3 whole tiles and a bit), so rows
+    // of one block start weighing in different tiles.
+    let (sq, sk, hd) = (8, 520, 32);
+    let q = uniform(&[1, 1, sq, hd], 44);
+    let k = uniform(&[1, 1, sk, hd], 45);
+    let v = uniform(&[1, 1, sk, hd], 46);
+    let mask = Tensor::from_fn(vec![sq, sk], |i| {
+        let (r, j) = (i / sk, i % sk);
+        if j < (r % 4) * 130 {
+            f32::NEG_INFINITY
+        } else {
+            0.0
+        }
+    })
+    .unwrap();
+    for causal in [false, true] {
+        let got = sdpa(
+            &q,
+            &k,
+            &v,
+            Some(mask.view()),
+            &opts(causal, None),
+            &Sequential,
+        )
+        .unwrap();
+        let err = max_abs_diff(
+            got.data(),
+            &reference_sdpa(&q, &k, &v, Some(&mask), None, causal),
+        );
+        assert!(err <= 1e-5, "causal={causal}: max abs error {err:e}");
+    }
 }

@@ -165,7 +165,7 @@ proptest! {
         let m = mask_spec.as_ref().map(|s| mask(s, b, h, sq, sk));
         let options = SdpaOptions { scale, causal };
         let got = same_under_every_schedule(|config, schedule| {
-            scaled_dot_product_attention_with(config, &q, &k, &v, m.as_ref(), &options, schedule)
+            scaled_dot_product_attention_with(config, &q, &k, &v, m.as_ref().map(Tensor::view), &options, schedule)
         })?;
         if causal && sq > sk {
             prop_assert!(got.is_err(), "causal with Sq > Sk must be refused");

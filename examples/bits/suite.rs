@@ -70,8 +70,15 @@ pub fn run(config: &KernelConfig) -> Result<u64, KernelError> {
         scale: None,
         causal: true,
     };
-    let attention =
-        scaled_dot_product_attention_with(config, &q, &k, &v, Some(&mask), &causal, &Sequential)?;
+    let attention = scaled_dot_product_attention_with(
+        config,
+        &q,
+        &k,
+        &v,
+        Some(mask.view()),
+        &causal,
+        &Sequential,
+    )?;
     hash.write(attention.data());
 
     let a = tensor(&[7, 13], 5)?;

@@ -33,6 +33,7 @@ pub trait TensorOps: Send + Sync {
         mask: Option<&Tensor>,
         options: &SdpaOptions,
     ) -> Result<Tensor, KernelError> {
+        let mask = mask.map(Tensor::view);
         scaled_dot_product_attention(q, k, v, mask, options, self.schedule().as_ref())
     }
 

@@ -8,6 +8,8 @@ use super::KernelError;
 use crate::schedule::Schedule;
 use crate::shape::{self, SdpaDims};
 use crate::tensor::{Tensor, TensorView};
+#[cfg(doc)]
+use crate::Precision;
 
 /// Calls holding fewer multiply-adds than this (`2·b·H·Sq·Sk·hd`, hidden causal keys included)
 /// run inline on the caller: below it a region costs more than the second core saves. 2^16 —
@@ -57,6 +59,16 @@ pub struct SdpaOptions {
 ///   of a `[b, nKV, capacity, hd]` cache — read in place, never copied. Each head's
 ///   `[positions, hd]` block must lie back to back (strides `[.., .., hd, 1]`); batch and head
 ///   strides are free. The result equals, bit for bit, the result on compact copies.
+/// * `mask` is a [`TensorView`] too (`tensor.view()`, or a window of a larger mask such as
+///   `mask.view().narrow(..)`): its last dimension must lie back to back (stride 1), every
+///   other stride is free.
+/// * Arithmetic: keys go in tiles of a fixed size counted from key 0, with an online softmax
+///   (a running max and sum per row), so the scratch per task is bounded by the tile and the
+///   head dimension, not by `Sk`. Each score is one chain of multiply-adds over the head
+///   dimension in increasing order, and each output element a chain over the keys in
+///   increasing order — in [`Precision::Portable`] (the default) each step rounds twice and the
+///   bits are the same on every target and variant; in [`Precision::Native`] (through
+///   [`scaled_dot_product_attention_with`]) the steps fuse where the CPU has FMA.
 ///
 /// The (batch, head) pairs are the units of `schedule`; calls below
 /// [`SDPA_PARALLEL_MIN_WORK`] stay inline. The arithmetic of a unit never depends on the
@@ -70,7 +82,8 @@ pub struct SdpaOptions {
 /// let k = Tensor::new(vec![1, 1, 2, 2], vec![1.0, 0.0, 0.0, 1.0]).unwrap();
 /// let v = Tensor::new(vec![1, 1, 2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let mask = Tensor::new(vec![1, 2], vec![0.0, f32::NEG_INFINITY]).unwrap();
-/// let out = scaled_dot_product_attention(&q, &k, &v, Some(&mask), &SdpaOptions::default(), &Sequential)
+/// let options = SdpaOptions::default();
+/// let out = scaled_dot_product_attention(&q, &k, &v, Some(mask.view()), &options, &Sequential)
 ///     .unwrap();
 /// assert_eq!(out.shape(), [1, 1, 1, 2]);
 /// assert_eq!(out.data(), [1.0, 2.0]); // the second key is masked out
@@ -81,13 +94,15 @@ pub struct SdpaOptions {
 ///
 /// [`KernelError::Shape`] with the [`ShapeError`](crate::ShapeError) of [`shape::sdpa`] (rank,
 /// batch, heads, head dimension, lengths, mask, causal length, size) naming the shapes
-/// involved, or of [`shape::contiguous_heads`] for a view whose heads are not back to back; [`KernelError::Tensor`] or [`KernelError::Scratch`] when memory cannot be had;
+/// involved, or of [`shape::contiguous_heads`] for a view whose heads are not back to back, or
+/// of [`shape::contiguous_rows`] for a mask whose rows are not; [`KernelError::Tensor`] or
+/// [`KernelError::Scratch`] when memory cannot be had;
 /// [`KernelError::DisjointSplit`] when `schedule` broke its contract. No output is produced.
 pub fn scaled_dot_product_attention<'a>(
     q: impl Into<TensorView<'a>>,
     k: impl Into<TensorView<'a>>,
     v: impl Into<TensorView<'a>>,
-    mask: Option<&Tensor>,
+    mask: Option<TensorView<'_>>,
     options: &SdpaOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
@@ -95,7 +110,10 @@ pub fn scaled_dot_product_attention<'a>(
 }
 
 /// [`scaled_dot_product_attention`] with a given [`KernelConfig`]: another compiled variant
-/// (every variant gives the same bits; this is how that is tested) or another work threshold.
+/// (every variant gives the same bits in the portable mode; this is how that is tested), the
+/// [`Precision::Native`] mode (fused multiply-adds where the CPU has them: bit-identical
+/// under every schedule on one machine and variant, within `1e-5` of portable), or another
+/// work threshold.
 ///
 /// # Errors
 ///
@@ -105,7 +123,7 @@ pub fn scaled_dot_product_attention_with<'a>(
     q: impl Into<TensorView<'a>>,
     k: impl Into<TensorView<'a>>,
     v: impl Into<TensorView<'a>>,
-    mask: Option<&Tensor>,
+    mask: Option<TensorView<'_>>,
     options: &SdpaOptions,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
@@ -114,9 +132,12 @@ pub fn scaled_dot_product_attention_with<'a>(
         q.shape(),
         k.shape(),
         v.shape(),
-        mask.map(Tensor::shape),
+        mask.as_ref().map(TensorView::shape),
         options.causal,
     )?;
+    if let Some(m) = &mask {
+        shape::contiguous_rows("sdpa", "mask", m.shape(), m.strides())?;
+    }
     let SdpaDims {
         heads,
         q_len: sq,
@@ -139,8 +160,8 @@ pub fn scaled_dot_product_attention_with<'a>(
         // `b · H` is what is zero.
         return Ok(out);
     }
-    // Every product it forms is the size of part of a mask that exists.
-    let mask = mask.map(|m| MaskRows::new(m, &dims));
+    // Every position it forms is one of the mask's; an empty mask (Sk = 0) masks nothing.
+    let mask = mask.as_ref().filter(|m| !m.is_empty()).map(MaskRows::new);
     // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
     let total = [dims.batch, heads, sq, sk, hd]
         .iter()
@@ -149,7 +170,7 @@ pub fn scaled_dot_product_attention_with<'a>(
         total,
         fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
     };
-    let attend = config.kernels().attend;
+    let attend = config.pick(&config.kernels().attend);
     parallel_chunks(
         "sdpa",
         schedule,
@@ -157,7 +178,7 @@ pub fn scaled_dot_product_attention_with<'a>(
         sq * hd,
         work,
         &|units, chunk| {
-            let mut scores = scratch("sdpa", scratch_len(sq, sk))?;
+            let mut scores = scratch("sdpa", scratch_len(hd))?;
             for (unit, o) in units.zip(chunk.chunks_exact_mut(sq * hd)) {
                 let (bi, h) = (unit / heads, unit % heads);
                 let kv_h = h / group;
@@ -212,36 +233,40 @@ impl<'a> Heads<'a> {
     }
 }
 
-/// Where the mask rows of a unit live: the mask padded to rank 4, with a stride of 0 on every
-/// broadcast dimension.
+/// Where the mask rows of a unit live: the mask view padded to rank 4, with a stride of 0 on
+/// every broadcast dimension.
 struct MaskRows<'a> {
     data: &'a [f32],
+    offset: usize,
     batch_stride: usize,
     head_stride: usize,
     row_stride: usize,
 }
 
 impl<'a> MaskRows<'a> {
-    fn new(mask: &'a Tensor, d: &SdpaDims) -> Self {
-        let [mb, mh, msq, _] = pad4(mask.shape());
-        let plane = msq * d.kv_len;
+    /// `mask` is non-empty, validated by `shape::sdpa` and its rows back to back.
+    fn new(mask: &TensorView<'a>) -> Self {
+        let (shape, strides) = (mask.shape(), mask.strides());
+        let pad = 4 - shape.len();
+        // A dimension of size 1 broadcasts: whatever its stride, it reads position 0.
+        let stride = |dim: usize| {
+            dim.checked_sub(pad)
+                .filter(|&at| shape[at] != 1)
+                .map_or(0, |at| strides[at])
+        };
         Self {
-            data: mask.data(),
-            batch_stride: if mb == 1 { 0 } else { mh * plane },
-            head_stride: if mh == 1 { 0 } else { plane },
-            row_stride: if msq == 1 { 0 } else { d.kv_len },
+            data: mask.buffer(),
+            offset: mask.offset(),
+            batch_stride: stride(0),
+            head_stride: stride(1),
+            row_stride: stride(2),
         }
     }
 
-    /// The mask rows of unit (`bi`, `h`) and the distance between rows.
+    /// The mask rows of unit (`bi`, `h`), from its first, and the distance between rows.
     fn of(&self, bi: usize, h: usize) -> (&'a [f32], usize) {
-        let start = bi * self.batch_stride + h * self.head_stride;
+        // In bounds: (bi, h, 0, 0) is a position of the non-empty view (or broadcast to one).
+        let start = self.offset + bi * self.batch_stride + h * self.head_stride;
         (&self.data[start..], self.row_stride)
     }
-}
-
-fn pad4(shape: &[usize]) -> [usize; 4] {
-    let mut padded = [1usize; 4];
-    padded[4 - shape.len()..].copy_from_slice(shape);
-    padded
 }

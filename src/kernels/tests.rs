@@ -53,11 +53,13 @@ fn sdpa_parity(
     mask: Option<&Tensor>,
     options: &SdpaOptions,
 ) -> Tensor {
-    let want = scaled_dot_product_attention_with(&portable(), q, k, v, mask, options, &Sequential)
-        .unwrap();
+    let mask = || mask.map(Tensor::view);
+    let want =
+        scaled_dot_product_attention_with(&portable(), q, k, v, mask(), options, &Sequential)
+            .unwrap();
     for variant in registered() {
         let config = KernelConfig::new(variant.clone());
-        let got = scaled_dot_product_attention_with(&config, q, k, v, mask, options, &Sequential)
+        let got = scaled_dot_product_attention_with(&config, q, k, v, mask(), options, &Sequential)
             .unwrap();
         assert_eq!(got.to_bits(), want.to_bits(), "variant {}", variant.name());
     }

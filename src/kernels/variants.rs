@@ -36,7 +36,7 @@ pub struct CpuKernels {
     name: &'static str,
     priority: i32,
     available: fn() -> bool,
-    pub(crate) attend: AttendFn,
+    pub(crate) attend: PerMode<AttendFn>,
     pub(crate) gemm: PerMode<GemmFn>,
     pub(crate) skinny: PerMode<SkinnyFn>,
 }
@@ -68,8 +68,21 @@ fn always() -> bool {
     true
 }
 
-fn portable_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-    attend_head(Scalar, h, out, scores);
+/// One attention unit on a backend that needs no detection token, in mode `M`.
+fn attend_on<S: Simd + Default, M: MulAdd + Default>(
+    h: &Head<'_>,
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
+    attend_head(S::default(), M::default(), h, out, scratch)
+}
+
+/// Attention on backend `S` in both precision modes.
+fn attend_modes<S: Simd + Default>() -> PerMode<AttendFn> {
+    PerMode {
+        portable: attend_on::<S, Unfused>,
+        native: attend_on::<S, Native>,
+    }
 }
 
 /// A packed product's tile on a backend that needs no detection token, in mode `M`.
@@ -118,7 +131,7 @@ impl CpuKernels {
             name: "portable",
             priority: 0,
             available: always,
-            attend: portable_attend,
+            attend: attend_modes::<Scalar>(),
             gemm: gemm_modes::<Scalar>(),
             skinny: skinny_modes::<Scalar>(),
         }
@@ -133,16 +146,12 @@ mod x86 {
     use super::*;
     use crate::kernels::loops::simd::Sse2;
 
-    fn sse2_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-        attend_head(Sse2, h, out, scores);
-    }
-
     pub(super) fn sse2() -> CpuKernels {
         CpuKernels {
             name: "sse2",
             priority: 5,
             available: always,
-            attend: sse2_attend,
+            attend: attend_modes::<Sse2>(),
             gemm: gemm_modes::<Sse2>(),
             skinny: skinny_modes::<Sse2>(),
         }
@@ -159,8 +168,13 @@ mod x86 {
         }
 
         #[target_feature(enable = "avx2")]
-        unsafe fn attend_avx2(s: Avx2, h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-            attend_head(s, h, out, scores);
+        unsafe fn attend_avx2(s: Avx2, h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
+            attend_head(s, Unfused, h, out, scratch);
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn attend_fma(s: Avx2Fma, h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
+            attend_head(s, Native, h, out, scratch);
         }
 
         #[target_feature(enable = "avx2")]
@@ -183,12 +197,22 @@ mod x86 {
             skinny(s, Native, p, out);
         }
 
-        fn attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+        fn attend_portable(h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
             match Avx2::detect() {
                 // SAFETY: the token exists, so the CPU supports AVX2 — the one requirement of
                 // a `target_feature(enable = "avx2")` function; its body is safe code.
-                Some(s) => unsafe { attend_avx2(s, h, out, scores) },
-                None => sse2_attend(h, out, scores),
+                Some(s) => unsafe { attend_avx2(s, h, out, scratch) },
+                None => attend_on::<Sse2, Unfused>(h, out, scratch),
+            }
+        }
+
+        /// Fused where the CPU has FMA; an AVX2 CPU without it is native as SSE2 is.
+        fn attend_native(h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
+            match Avx2Fma::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA — the
+                // requirements of the `target_feature` function; its body is safe code.
+                Some(s) => unsafe { attend_fma(s, h, out, scratch) },
+                None => attend_on::<Sse2, Native>(h, out, scratch),
             }
         }
 
@@ -265,7 +289,10 @@ mod x86 {
                 name: "avx2",
                 priority: 10,
                 available: has_avx2,
-                attend,
+                attend: PerMode {
+                    portable: attend_portable,
+                    native: attend_native,
+                },
                 gemm: PerMode {
                     portable: gemm_portable,
                     native: gemm_native,
@@ -285,21 +312,21 @@ mod x86 {
 #[cfg(target_arch = "aarch64")]
 mod aarch64 {
     //! The vector backend of aarch64. NEON is part of the baseline, so the variant is always
-    //! available and needs no detection. Its native precision is still the unfused arithmetic
-    //! (NEON's fused multiply-add is not wired in yet), so both modes give the portable bits.
+    //! available and needs no detection. Attention's native mode fuses (`NeonFma`); the
+    //! products' native mode is still the unfused arithmetic (NEON's fused multiply-add is not
+    //! wired in there yet).
     use super::*;
-    use crate::kernels::loops::simd::Neon;
-
-    fn neon_attend(h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
-        attend_head(Neon, h, out, scores);
-    }
+    use crate::kernels::loops::simd::{Neon, NeonFma};
 
     pub(super) fn neon() -> CpuKernels {
         CpuKernels {
             name: "neon",
             priority: 5,
             available: always,
-            attend: neon_attend,
+            attend: PerMode {
+                portable: attend_on::<Neon, Unfused>,
+                native: attend_on::<NeonFma, Native>,
+            },
             gemm: gemm_modes::<Neon>(),
             skinny: skinny_modes::<Neon>(),
         }

@@ -69,7 +69,7 @@ fn rows(x: &Inputs) -> Vec<Row> {
             &x.q,
             &x.k,
             &x.v,
-            x.mask.as_ref(),
+            x.mask.as_ref().map(Tensor::view),
             &x.options,
             &Sequential,
         )

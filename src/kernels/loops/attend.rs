@@ -1,27 +1,41 @@
-//! The attention of one (batch, head) unit, in a fixed order.
+//! The attention of one (batch, head) unit, in a fixed order, with an online softmax over
+//! key tiles.
 //!
-//! Per query row `i`: the scores of the keys it may see (`j < visible(i)`: keys hidden by the
-//! causal mask are never computed), `dot(q_i, k_j) · scale + mask[i, j]` with the dot product
-//! in the lane order of [`dots`]; a two-pass softmax (exact max, then `exp(s - max)` and a lane
-//! [`sum`]); then `Σ_j p_j · v_j` accumulated in increasing `j` by [`accumulate_block`] and
-//! divided by the sum. A row's arithmetic depends on nothing but its own inputs — not on the
-//! block or tile it falls in, not on which other units share a task — so every schedule and
-//! every backend gets the same bits.
+//! Keys go in tiles of [`KEY_TILE`], counted from key 0 — a constant of the kernel, so every
+//! row meets the same tile boundaries whatever the schedule, the row block or the backend. Per
+//! query row `i` and tile, over the keys of the tile it may see (`j < visible(i)`: keys hidden
+//! by the causal mask are never computed):
 //!
-//! The loop nest only decides what is loaded when: rows go in groups of [`GROUP`] whose scores
-//! are all kept, keys in tiles of [`KEY_TILE`] that stay in cache while every block of
-//! [`ROWS`] rows of the group uses them, and each key load inside a block serves four rows.
+//! 1. `s_j = dot(q_i, k_j) · scale + mask[i, j]`, each dot product one chain over the head
+//!    dimension in increasing order ([`scores_block`]);
+//! 2. the tile's max `t` (lane maxima, then a fixed fold, [`scale_mask_max`]), the running max
+//!    `m' = max(m, t)`, `α = exp(m - m')`, the weights `p_j = exp(s_j - m')` and the running
+//!    sum `l' = l·α + Σ p_j` (a lane [`sum`]);
+//! 3. the output row `o' = o·α + Σ_j p_j · v_j`, accumulated in increasing `j`
+//!    ([`weigh_rows`]).
+//!
+//! and at the end `o / l`. So a unit needs scratch for one tile, not for all `Sk` keys. A row's
+//! arithmetic depends on nothing but its own inputs and the constants — not on which rows
+//! share a block, nor which units share a task — so every schedule and every backend gets the
+//! same bits in the portable mode; the native mode fuses the multiply-adds of steps 1 and 3.
+//!
+//! The loop nest only decides what is loaded when: rows go in groups of [`GROUP`] whose queries
+//! are packed once; each key tile is packed transposed once per group and used by every block
+//! of [`ROWS`] rows, whose rows share every key and value load.
 
 use super::exp::exp;
-use super::lanes::{accumulate_block, dots, dots_4x2, scale_mask_max, sum};
-use super::simd::{Phase, Simd};
+use super::lanes::{scale_mask_max, scores_block, sum, weigh_rows};
+use super::simd::{prefetch, MulAdd, Phase, Simd, LANES};
 
-/// Query rows that share each key load.
+/// Query rows that share each key and value load.
 pub(crate) const ROWS: usize = 4;
-/// Query rows whose scores are kept at once (so each key tile is read once per group).
+/// Query rows whose queries are packed at once (so each key tile is packed once per group).
 pub(crate) const GROUP: usize = 64;
-/// Keys per tile: 512 keys of head_dim 64 are 128 KiB of K (or V), well inside L2.
-pub(crate) const KEY_TILE: usize = 512;
+/// Keys per tile of the online softmax: 128 keys of head_dim 64 are 32 KiB of packed K, inside
+/// L1 beside the tile's scores. A multiple of [`LANES`].
+pub(crate) const KEY_TILE: usize = 128;
+
+const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
 
 /// One (batch, head) unit's operands, already resolved from the tensors (GQA by index).
 #[derive(Clone, Copy)]
@@ -55,62 +69,101 @@ impl Head<'_> {
     }
 }
 
-/// Scratch [`attend_head`] needs: the scores of one group of rows (saturating: a length no
-/// allocation can serve is refused by the allocation, not by an overflow).
-pub(crate) fn scratch_len(sq: usize, sk: usize) -> usize {
-    GROUP.min(sq).saturating_mul(sk)
+/// Scratch [`attend_head`] needs for head dimension `hd`: a transposed key tile, a group's
+/// packed queries and a group's scores for one tile — bounded by the constants and `hd`, not
+/// by the number of keys (saturating: a length no allocation can serve is refused by the
+/// allocation, not by an overflow).
+pub(crate) fn scratch_len(hd: usize) -> usize {
+    hd.saturating_mul(KEY_TILE + GROUP)
+        .saturating_add(GROUP * KEY_TILE)
 }
 
-/// Writes the unit's `[sq, hd]` output into `out`; `scores` is scratch of [`scratch_len`].
+/// The running softmax state of a group's rows.
+struct Rows {
+    /// The largest score so far (`-inf` while every key seen was hidden).
+    top: [f32; GROUP],
+    /// `Σ exp(s_j - top)` so far; NaN once a NaN score was met.
+    total: [f32; GROUP],
+    /// This tile's rescaling of the row's output, `exp(old top - new top)`.
+    alpha: [f32; GROUP],
+    /// How many keys of this tile the row weighs.
+    counts: [usize; GROUP],
+}
+
+/// Writes the unit's `[sq, hd]` output into `out`, with multiply-adds in `mode`; `scratch`
+/// holds [`scratch_len`] values.
 #[inline(always)]
-pub(crate) fn attend_head<S: Simd>(s: S, h: &Head<'_>, out: &mut [f32], scores: &mut [f32]) {
+pub(crate) fn attend_head<S: Simd, M: MulAdd>(
+    s: S,
+    mode: M,
+    h: &Head<'_>,
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
     let hd = h.hd;
+    if hd == 0 {
+        return;
+    }
+    let (kt, rest) = scratch.split_at_mut(hd * KEY_TILE);
+    let (qt, scores) = rest.split_at_mut(hd * GROUP);
+    let scores = &mut scores[..GROUP * KEY_TILE];
     let mut g0 = 0;
     while g0 < h.sq {
         let rows = GROUP.min(h.sq - g0);
+        let group = &mut out[g0 * hd..(g0 + rows) * hd];
+        group.fill(0.0);
+        let mut state = Rows {
+            top: [f32::NEG_INFINITY; GROUP],
+            total: [0.0; GROUP],
+            alpha: [1.0; GROUP],
+            counts: [0; GROUP],
+        };
+        pack_queries(h, g0, rows, qt);
         let seen = h.visible(g0 + rows - 1);
         let mut t0 = 0;
         while t0 < seen {
-            let keys = t0..(t0 + KEY_TILE).min(seen);
-            s.outlined(RawScores {
+            let n = KEY_TILE.min(seen - t0);
+            s.outlined(PackKeys { h, t0, n, kt });
+            for (r, c) in state.counts[..rows].iter_mut().enumerate() {
+                *c = h.visible(g0 + r).saturating_sub(t0).min(n);
+            }
+            s.outlined(Scores {
+                mode,
                 h,
                 g0,
                 rows,
-                keys,
+                counts: &state.counts,
+                qt,
+                kt,
                 scores,
             });
-            t0 += KEY_TILE;
-        }
-        let mut totals = [0.0f32; GROUP];
-        let mut counts = [0usize; GROUP];
-        s.outlined(Softmax {
-            h,
-            g0,
-            rows,
-            scores,
-            totals: &mut totals,
-            counts: &mut counts,
-        });
-        let group = &mut out[g0 * hd..(g0 + rows) * hd];
-        group.fill(0.0);
-        let weighed = counts[..rows].iter().copied().max().unwrap_or(0);
-        let mut t0 = 0;
-        while t0 < weighed {
-            let keys = t0..(t0 + KEY_TILE).min(weighed);
-            s.outlined(WeightedValues {
+            s.outlined(Softmax {
+                h,
+                g0,
+                rows,
+                t0,
+                scores,
+                state: &mut state,
+            });
+            s.outlined(Weigh {
+                mode,
                 h,
                 rows,
-                keys,
-                counts: &counts,
+                t0,
                 scores,
+                state: &state,
                 group,
             });
             t0 += KEY_TILE;
         }
-        for (r, o) in group.chunks_exact_mut(hd.max(1)).enumerate() {
-            if counts[r] > 0 {
+        for (r, o) in group.chunks_exact_mut(hd).enumerate() {
+            let (top, total) = (state.top[r], state.total[r]);
+            if top == f32::NEG_INFINITY && total == 0.0 {
+                // Every key hidden (or none at all): zeros, never 0/0.
+                o.fill(0.0);
+            } else {
                 for x in o.iter_mut() {
-                    *x /= totals[r];
+                    *x /= total;
                 }
             }
         }
@@ -118,79 +171,148 @@ pub(crate) fn attend_head<S: Simd>(s: S, h: &Head<'_>, out: &mut [f32], scores: 
     }
 }
 
-/// The raw dot products of the group's rows (`g0 ..`) with the keys of one tile that each row
-/// sees, into `scores[r * sk + j]`.
-struct RawScores<'a, 'h> {
-    h: &'a Head<'h>,
-    g0: usize,
-    rows: usize,
-    keys: core::ops::Range<usize>,
-    scores: &'a mut [f32],
-}
-
-impl<S: Simd> Phase<S> for RawScores<'_, '_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run(self, s: S) {
-        let Self {
-            h,
-            g0,
-            rows,
-            keys,
-            scores,
-        } = self;
-        let (hd, sk) = (h.hd, h.sk);
-        let mut r0 = 0;
-        while r0 + ROWS <= rows {
-            // Four rows share every key load; the last row of the block sees the most keys,
-            // and the scores the others do not see are never read.
-            let q = &h.q[(g0 + r0) * hd..(g0 + r0 + ROWS) * hd];
-            let end = keys.end.min(h.visible(g0 + r0 + ROWS - 1));
-            let mut j = keys.start;
-            while j + 2 <= end {
-                let d = dots_4x2(s, q, &h.k[j * hd..], hd);
-                for (r, dr) in d.iter().enumerate() {
-                    scores[(r0 + r) * sk + j] = dr[0];
-                    scores[(r0 + r) * sk + j + 1] = dr[1];
-                }
-                j += 2;
-            }
-            if j < end {
-                let d = dots::<S, ROWS, 1>(s, q, &h.k[j * hd..], hd);
-                for (r, dr) in d.iter().enumerate() {
-                    scores[(r0 + r) * sk + j] = dr[0];
-                }
-            }
-            r0 += ROWS;
-        }
-        for r in r0..rows {
-            let q = &h.q[(g0 + r) * hd..(g0 + r + 1) * hd];
-            let end = keys.end.min(h.visible(g0 + r));
-            let row = &mut scores[r * sk..(r + 1) * sk];
-            let mut j = keys.start;
-            while j + 4 <= end {
-                let d = dots::<S, 1, 4>(s, q, &h.k[j * hd..], hd);
-                row[j..j + 4].copy_from_slice(&d[0]);
-                j += 4;
-            }
-            while j < end {
-                row[j] = dots::<S, 1, 1>(s, q, &h.k[j * hd..], hd)[0][0];
-                j += 1;
+/// Packs the group's full blocks of [`ROWS`] query rows transposed, `qt[b·ROWS·hd + d·ROWS +
+/// r] = q[g0 + b·ROWS + r][d]`, so that a block's step `d` reads its four values together.
+fn pack_queries(h: &Head<'_>, g0: usize, rows: usize, qt: &mut [f32]) {
+    let hd = h.hd;
+    let blocks = rows / ROWS;
+    let q = &h.q[g0 * hd..(g0 + blocks * ROWS) * hd];
+    for (qb, dst) in q
+        .chunks_exact(ROWS * hd)
+        .zip(qt.chunks_exact_mut(ROWS * hd))
+    {
+        for (r, row) in qb.chunks_exact(hd).enumerate() {
+            for (d, &x) in row.iter().enumerate() {
+                dst[d * ROWS + r] = x;
             }
         }
     }
 }
 
-/// Turns the group's scores into softmax weights in place; their sums and the number of keys
-/// each row weighs.
+/// Packs keys `t0 .. t0 + n` transposed, `kt[d·KEY_TILE + j] = k[t0 + j][d]`, and zeroes the
+/// columns up to the next multiple of [`LANES`] (their scores are computed, never read).
+struct PackKeys<'a, 'h> {
+    h: &'a Head<'h>,
+    t0: usize,
+    n: usize,
+    kt: &'a mut [f32],
+}
+
+impl<S: Simd> Phase<S> for PackKeys<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Self { h, t0, n, kt } = self;
+        let hd = h.hd;
+        let padded = n.next_multiple_of(LANES);
+        let keys = &h.k[t0 * hd..(t0 + n) * hd];
+        let (whole, dims) = (n - n % LANES, hd - hd % LANES);
+        // 8 × 8 blocks through registers, then the ragged edges one value at a time.
+        // The tile's values (read by the weighted sum next) and the next tile's keys.
+        let values = &h.v[t0 * hd..(t0 + n) * hd];
+        let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
+        for j in (0..whole).step_by(LANES) {
+            let block = &keys[j * hd..(j + LANES) * hd];
+            prefetch(&values[j * hd..(j + LANES) * hd]);
+            prefetch(next.get(j * hd..(j + LANES) * hd).unwrap_or(&[]));
+            for d in (0..dims).step_by(LANES) {
+                let rows: [S::V; LANES] =
+                    core::array::from_fn(|r| s.load(&block[r * hd + d..r * hd + d + LANES]));
+                for (r, v) in s.transpose8(rows).into_iter().enumerate() {
+                    let at = (d + r) * KEY_TILE + j;
+                    s.store(v, &mut kt[at..at + LANES]);
+                }
+            }
+            for d in dims..hd {
+                for (r, key) in block.chunks_exact(hd).enumerate() {
+                    kt[d * KEY_TILE + j + r] = key[d];
+                }
+            }
+        }
+        for (d, dst) in kt.chunks_exact_mut(KEY_TILE).enumerate().take(hd) {
+            for (x, key) in dst[whole..n]
+                .iter_mut()
+                .zip(keys[whole * hd..].chunks_exact(hd))
+            {
+                *x = key[d];
+            }
+            dst[n..padded].fill(0.0);
+        }
+    }
+}
+
+/// The raw dot products of the group's rows with the tile's keys that each row's block sees,
+/// into `scores[r · KEY_TILE + j]`.
+struct Scores<'a, 'h, M> {
+    mode: M,
+    h: &'a Head<'h>,
+    g0: usize,
+    rows: usize,
+    counts: &'a [usize; GROUP],
+    qt: &'a [f32],
+    kt: &'a [f32],
+    scores: &'a mut [f32],
+}
+
+impl<S: Simd, M: MulAdd> Phase<S> for Scores<'_, '_, M> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Self {
+            mode,
+            h,
+            g0,
+            rows,
+            counts,
+            qt,
+            kt,
+            scores,
+        } = self;
+        let hd = h.hd;
+        let blocks = rows / ROWS;
+        for b in 0..blocks {
+            // The last row of a block sees the most keys; the columns the others do not see
+            // are computed and never read.
+            let cols = counts[b * ROWS + ROWS - 1].next_multiple_of(LANES);
+            let q = &qt[b * ROWS * hd..(b + 1) * ROWS * hd];
+            let out = &mut scores[b * ROWS * KEY_TILE..(b + 1) * ROWS * KEY_TILE];
+            let mut col = 0;
+            while col + 2 * LANES <= cols {
+                scores_block::<S, M, ROWS, 2>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
+                col += 2 * LANES;
+            }
+            if col < cols {
+                scores_block::<S, M, ROWS, 1>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
+            }
+        }
+        for r in blocks * ROWS..rows {
+            let cols = counts[r].next_multiple_of(LANES);
+            let q = &h.q[(g0 + r) * hd..(g0 + r + 1) * hd];
+            let out = &mut scores[r * KEY_TILE..(r + 1) * KEY_TILE];
+            let mut col = 0;
+            while col + 4 * LANES <= cols {
+                scores_block::<S, M, 1, 4>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
+                col += 4 * LANES;
+            }
+            while col < cols {
+                scores_block::<S, M, 1, 1>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
+                col += LANES;
+            }
+        }
+    }
+}
+
+/// Turns one tile's raw scores into weights in place and moves each row's running max and
+/// sum on (step 2 of the module docs).
 struct Softmax<'a, 'h> {
     h: &'a Head<'h>,
     g0: usize,
     rows: usize,
+    t0: usize,
     scores: &'a mut [f32],
-    totals: &'a mut [f32; GROUP],
-    counts: &'a mut [usize; GROUP],
+    state: &'a mut Rows,
 }
 
 impl<S: Simd> Phase<S> for Softmax<'_, '_> {
@@ -202,94 +324,114 @@ impl<S: Simd> Phase<S> for Softmax<'_, '_> {
             h,
             g0,
             rows,
+            t0,
             scores,
-            totals,
-            counts,
+            state,
         } = self;
         for r in 0..rows {
+            let count = state.counts[r];
+            state.alpha[r] = 1.0;
+            if count == 0 {
+                continue;
+            }
             let i = g0 + r;
-            let row = &mut scores[r * h.sk..r * h.sk + h.visible(i)];
-            (totals[r], counts[r]) = softmax_row(s, h, i, row);
+            let row = &mut scores[r * KEY_TILE..r * KEY_TILE + count];
+            let mask = h.mask.map(|(mask, stride)| {
+                let at = i * stride + t0;
+                &mask[at..at + count]
+            });
+            let old = state.top[r];
+            let tile = scale_mask_max(s, row, h.scale, mask);
+            let top = if tile > old { tile } else { old };
+            if top == f32::NEG_INFINITY {
+                // Every key so far hidden: weights 0, so that a NaN in `v` still reaches the
+                // row if a later key is seen. The max skips NaN (see `scale_mask_max`); a NaN
+                // score keeps its NaN weight and makes the sum NaN, as it would against a
+                // finite max.
+                let mut nan = false;
+                for x in row.iter_mut() {
+                    if x.is_nan() {
+                        nan = true;
+                    } else {
+                        *x = 0.0;
+                    }
+                }
+                if nan {
+                    state.total[r] = f32::NAN;
+                }
+                continue;
+            }
+            let alpha = exp(old - top);
+            for x in row.iter_mut() {
+                *x = exp(*x - top);
+            }
+            state.alpha[r] = alpha;
+            state.total[r] = state.total[r] * alpha + sum(s, row);
+            state.top[r] = top;
         }
     }
 }
 
-/// Adds one tile of keys' weighted values to the group's output rows.
-struct WeightedValues<'a, 'h> {
+/// Rescales the group's output rows by their `α` and adds the tile's weighted values (step 3
+/// of the module docs).
+struct Weigh<'a, 'h, M> {
+    mode: M,
     h: &'a Head<'h>,
     rows: usize,
-    keys: core::ops::Range<usize>,
-    counts: &'a [usize; GROUP],
+    t0: usize,
     scores: &'a [f32],
+    state: &'a Rows,
     group: &'a mut [f32],
 }
 
-impl<S: Simd> Phase<S> for WeightedValues<'_, '_> {
+impl<S: Simd, M: MulAdd> Phase<S> for Weigh<'_, '_, M> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
+            mode,
             h,
             rows,
-            keys,
-            counts,
+            t0,
             scores,
+            state,
             group,
         } = self;
-        let (hd, sk) = (h.hd, h.sk);
+        let hd = h.hd;
+        let v = &h.v[t0 * hd..];
+        for (r, o) in group.chunks_exact_mut(hd).enumerate().take(rows) {
+            let alpha = state.alpha[r];
+            if alpha != 1.0 {
+                for x in o.iter_mut() {
+                    *x *= alpha;
+                }
+            }
+        }
         let mut r0 = 0;
         while r0 < rows {
             let block = ROWS.min(rows - r0);
-            // The keys of the tile every row of a full block weighs share their loads; the rest
-            // go row by row. Per element the additions stay in increasing key order.
+            let counts = &state.counts[r0..r0 + block];
+            // The keys every row of a full block weighs share their loads; the rest go row by
+            // row. Per element the additions stay in increasing key order.
             let shared = if block == ROWS {
-                let shared = counts[r0..r0 + ROWS].iter().copied().min().unwrap_or(0);
-                let end = keys.end.min(shared);
-                if keys.start < end {
-                    let out = &mut group[r0 * hd..(r0 + ROWS) * hd];
-                    let w = &scores[r0 * sk + keys.start..];
-                    let n = end - keys.start;
-                    accumulate_block::<S, ROWS>(s, out, w, sk, n, &h.v[keys.start * hd..], hd);
-                }
-                end.max(keys.start)
+                let shared = counts.iter().copied().min().unwrap_or(0);
+                let out = &mut group[r0 * hd..(r0 + ROWS) * hd];
+                let w = &scores[r0 * KEY_TILE..];
+                weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, shared, v, hd);
+                shared
             } else {
-                keys.start
+                0
             };
-            for r in r0..r0 + block {
-                let end = keys.end.min(counts[r]);
-                if shared < end {
+            for (r, &count) in (r0..).zip(counts) {
+                if shared < count {
                     let out = &mut group[r * hd..(r + 1) * hd];
-                    let w = &scores[r * sk + shared..r * sk + end];
-                    accumulate_block::<S, 1>(s, out, w, 0, w.len(), &h.v[shared * hd..], hd);
+                    let w = &scores[r * KEY_TILE + shared..r * KEY_TILE + count];
+                    let rows = &v[shared * hd..];
+                    weigh_rows::<S, M, 1>(s, mode, out, w, 0, count - shared, rows, hd);
                 }
             }
             r0 += block;
         }
     }
-}
-
-/// Scales and masks row `i`'s raw dot products in `row` (one per visible key) and turns them
-/// into unnormalised weights `exp(s - max)`. Returns their lane sum and how many keys carry
-/// weight: all visible ones, or none when every score is `-inf` (the row's output is zeros).
-///
-/// The max skips NaN scores (`maxps` keeps its second operand), so a NaN score never shows
-/// in `top`; it shows in its own weight, `exp(NaN - top) = NaN`, which makes the sum and
-/// the whole output row NaN. Only when every other score is `-inf` would the row look fully
-/// masked: then the scores are checked for NaN, and a NaN row keeps every key, with weights
-/// `exp(s - -inf)` that are all NaN (`-inf - -inf` is NaN too).
-#[inline(always)]
-fn softmax_row<S: Simd>(s: S, h: &Head<'_>, i: usize, row: &mut [f32]) -> (f32, usize) {
-    let mask = h
-        .mask
-        .map(|(mask, stride)| &mask[i * stride..i * stride + row.len()]);
-    let top = scale_mask_max(s, row, h.scale, mask);
-    if top == f32::NEG_INFINITY && !row.iter().any(|x| x.is_nan()) {
-        // Every key hidden (or none at all): zeros, never 0/0.
-        return (0.0, 0);
-    }
-    for x in row.iter_mut() {
-        *x = exp(*x - top);
-    }
-    (sum(s, row), row.len())
 }

@@ -2,7 +2,7 @@
 //! the softmax's scale/mask/max pass — written once on [`Simd`] so every backend runs the same
 //! order (see [`simd`](super::simd) for the lane contract).
 
-use super::simd::{Simd, LANES};
+use super::simd::{MulAdd, Simd, LANES};
 
 /// `R × C` dot products of the rows `q[r·len..][..len]` with the rows `k[c·len..][..len]`,
 /// in the lane order above; each result is the same whatever `R` and `C` (they only share
@@ -48,61 +48,6 @@ pub(crate) fn dots<S: Simd, const R: usize, const C: usize>(
     out
 }
 
-/// [`dots`] for four rows and two keys, with the eight accumulators as named locals: the
-/// generic array form ends up on the stack inside the large attention function.
-#[inline(always)]
-pub(crate) fn dots_4x2<S: Simd>(s: S, q: &[f32], k: &[f32], len: usize) -> [[f32; 2]; 4] {
-    let full = len - len % LANES;
-    let (q0, q1, q2, q3) = (
-        &q[..full],
-        &q[len..len + full],
-        &q[2 * len..2 * len + full],
-        &q[3 * len..3 * len + full],
-    );
-    let (k0, k1) = (&k[..full], &k[len..len + full]);
-    let z = s.zero();
-    let (mut a00, mut a01, mut a10, mut a11) = (z, z, z, z);
-    let (mut a20, mut a21, mut a30, mut a31) = (z, z, z, z);
-    let mut c = 0;
-    while c + LANES <= full {
-        let (x0, x1) = (s.load(&k0[c..c + LANES]), s.load(&k1[c..c + LANES]));
-        let y = s.load(&q0[c..c + LANES]);
-        a00 = s.mul_add(a00, y, x0);
-        a01 = s.mul_add(a01, y, x1);
-        let y = s.load(&q1[c..c + LANES]);
-        a10 = s.mul_add(a10, y, x0);
-        a11 = s.mul_add(a11, y, x1);
-        let y = s.load(&q2[c..c + LANES]);
-        a20 = s.mul_add(a20, y, x0);
-        a21 = s.mul_add(a21, y, x1);
-        let y = s.load(&q3[c..c + LANES]);
-        a30 = s.mul_add(a30, y, x0);
-        a31 = s.mul_add(a31, y, x1);
-        c += LANES;
-    }
-    if full < len {
-        let (x0, x1) = (s.load_tail(&k[..len]), s.load_tail(&k[len..2 * len]));
-        let y = s.load_tail(&q[..len]);
-        a00 = s.mul_add(a00, y, x0);
-        a01 = s.mul_add(a01, y, x1);
-        let y = s.load_tail(&q[len..2 * len]);
-        a10 = s.mul_add(a10, y, x0);
-        a11 = s.mul_add(a11, y, x1);
-        let y = s.load_tail(&q[2 * len..3 * len]);
-        a20 = s.mul_add(a20, y, x0);
-        a21 = s.mul_add(a21, y, x1);
-        let y = s.load_tail(&q[3 * len..4 * len]);
-        a30 = s.mul_add(a30, y, x0);
-        a31 = s.mul_add(a31, y, x1);
-    }
-    [
-        [s.fold(a00), s.fold(a01)],
-        [s.fold(a10), s.fold(a11)],
-        [s.fold(a20), s.fold(a21)],
-        [s.fold(a30), s.fold(a31)],
-    ]
-}
-
 /// `Σ xs[i]` in the lane order above.
 #[inline(always)]
 pub(crate) fn sum<S: Simd>(s: S, xs: &[f32]) -> f32 {
@@ -117,93 +62,6 @@ pub(crate) fn sum<S: Simd>(s: S, xs: &[f32]) -> f32 {
         acc = s.add(acc, s.load_tail(xs));
     }
     s.fold(acc)
-}
-
-/// `out[r·len + d] += Σ_j w[r·w_stride + j]·rows[j·len + d]` for `R` output rows at once, over
-/// the same keys `j < n`: each element gets `((out + w0·r0) + w1·r1) + …` in increasing `j`. Two
-/// vectors of each row stay in registers while `j` runs, so every load of `rows` serves all
-/// `R` rows.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops over `0..R` unroll into registers
-pub(crate) fn accumulate_block<S: Simd, const R: usize>(
-    s: S,
-    out: &mut [f32],
-    w: &[f32],
-    w_stride: usize,
-    n: usize,
-    rows: &[f32],
-    len: usize,
-) {
-    let wr: [&[f32]; R] = core::array::from_fn(|r| &w[r * w_stride..r * w_stride + n]);
-    let rows = &rows[..n * len];
-    let full = len - len % LANES;
-    let mut c = 0;
-    // As many chunks per pass over `rows` as the registers hold: a lone row keeps up to 8.
-    if R == 1 {
-        while c + 8 * LANES <= full {
-            accumulate_pass::<S, R, 8>(s, out, &wr, rows, len, c);
-            c += 8 * LANES;
-        }
-        while c + 4 * LANES <= full {
-            accumulate_pass::<S, R, 4>(s, out, &wr, rows, len, c);
-            c += 4 * LANES;
-        }
-    }
-    while c + 2 * LANES <= full {
-        accumulate_pass::<S, R, 2>(s, out, &wr, rows, len, c);
-        c += 2 * LANES;
-    }
-    while c < full {
-        accumulate_pass::<S, R, 1>(s, out, &wr, rows, len, c);
-        c += LANES;
-    }
-    if full < len {
-        for r in 0..R {
-            let o = &mut out[r * len + full..(r + 1) * len];
-            for j in 0..n {
-                let wj = wr[r][j];
-                for (x, &v) in o.iter_mut().zip(&rows[j * len + full..(j + 1) * len]) {
-                    *x += wj * v;
-                }
-            }
-        }
-    }
-}
-
-/// One pass of [`accumulate_block`] over the `W` chunks starting at element `c`.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..W` unroll into registers
-fn accumulate_pass<S: Simd, const R: usize, const W: usize>(
-    s: S,
-    out: &mut [f32],
-    wr: &[&[f32]; R],
-    rows: &[f32],
-    len: usize,
-    c: usize,
-) {
-    let n = wr[0].len();
-    let mut acc = [[s.zero(); W]; R];
-    for r in 0..R {
-        for h in 0..W {
-            acc[r][h] = s.load(&out[r * len + c + h * LANES..r * len + c + (h + 1) * LANES]);
-        }
-    }
-    for j in 0..n {
-        let v = &rows[j * len + c..j * len + c + W * LANES];
-        let vv: [S::V; W] = core::array::from_fn(|h| s.load(&v[h * LANES..(h + 1) * LANES]));
-        for r in 0..R {
-            let p = s.splat(wr[r][j]);
-            for h in 0..W {
-                acc[r][h] = s.mul_add(acc[r][h], p, vv[h]);
-            }
-        }
-    }
-    for r in 0..R {
-        for h in 0..W {
-            let o = &mut out[r * len + c + h * LANES..r * len + c + (h + 1) * LANES];
-            s.store(acc[r][h], o);
-        }
-    }
 }
 
 /// Scales `row` in place by `scale`, adds `mask[..row.len()]` if given, and returns the largest
@@ -245,4 +103,137 @@ pub(crate) fn scale_mask_max<S: Simd>(
         top = if *x > top { *x } else { top };
     }
     top
+}
+
+/// `out[r·out_stride + c] = Σ_d qt[d·R + r] · kt[d·kt_stride + col + c]` for the `R` rows of a
+/// transposed block of queries and the `8·C` keys from column `col` of a transposed key tile:
+/// each result is one chain over `d` in increasing order, `((q0·k0 + q1·k1) + q2·k2) + …`
+/// (the first step adds to `+0.0`), in `mode`. Lanes hold different keys, never parts of one
+/// sum, so neither `R`, `C` nor the vector width can change a result.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..C` unroll into registers
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scores_block<S: Simd, M: MulAdd, const R: usize, const C: usize>(
+    s: S,
+    mode: M,
+    qt: &[f32],
+    kt: &[f32],
+    kt_stride: usize,
+    col: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let mut acc = [[s.zero(); C]; R];
+    for (qd, kd) in qt.chunks_exact(R).zip(kt.chunks_exact(kt_stride)) {
+        let kd = &kd[col..col + C * LANES];
+        let kv: [S::V; C] = core::array::from_fn(|c| s.load(&kd[c * LANES..(c + 1) * LANES]));
+        for r in 0..R {
+            let qv = s.splat(qd[r]);
+            for c in 0..C {
+                acc[r][c] = mode.step(s, acc[r][c], qv, kv[c]);
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            let at = r * out_stride + col + c * LANES;
+            s.store(acc[r][c], &mut out[at..at + LANES]);
+        }
+    }
+}
+
+/// `out[r·len + d] += Σ_j w[r·w_stride + j] · rows[j·len + d]` over keys `j < n`, for `R`
+/// output rows at once, in `mode`: each element gets `((out + w0·r0) + w1·r1) + …` in
+/// increasing `j`, whatever `R` and however the elements are split into vectors.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn weigh_rows<S: Simd, M: MulAdd, const R: usize>(
+    s: S,
+    mode: M,
+    out: &mut [f32],
+    w: &[f32],
+    w_stride: usize,
+    n: usize,
+    rows: &[f32],
+    len: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    let rows = &rows[..n * len];
+    let full = len - len % LANES;
+    let mut c = 0;
+    // A block keeps two vectors of each of its rows (eight accumulators and the loads fill the
+    // sixteen AVX2 registers); a lone row keeps eight, so that one pass reads each row of
+    // `rows` whole (a decode step streams V from memory once).
+    if R == 1 {
+        while c + 8 * LANES <= full {
+            weigh_pass::<S, M, R, 8>(s, mode, out, w, w_stride, rows, len, c);
+            c += 8 * LANES;
+        }
+        while c + 4 * LANES <= full {
+            weigh_pass::<S, M, R, 4>(s, mode, out, w, w_stride, rows, len, c);
+            c += 4 * LANES;
+        }
+    }
+    while c + 2 * LANES <= full {
+        weigh_pass::<S, M, R, 2>(s, mode, out, w, w_stride, rows, len, c);
+        c += 2 * LANES;
+    }
+    while c < full {
+        weigh_pass::<S, M, R, 1>(s, mode, out, w, w_stride, rows, len, c);
+        c += LANES;
+    }
+    if full < len {
+        for r in 0..R {
+            let o = &mut out[r * len + full..(r + 1) * len];
+            let wr = &w[r * w_stride..r * w_stride + n];
+            for (&wj, v) in wr.iter().zip(rows.chunks_exact(len)) {
+                for (x, &y) in o.iter_mut().zip(&v[full..]) {
+                    *x = mode.step1(s, *x, wj, y);
+                }
+            }
+        }
+    }
+}
+
+/// One pass of [`weigh_rows`] over the `W` vectors from element `c`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..W` unroll into registers
+#[allow(clippy::too_many_arguments)]
+fn weigh_pass<S: Simd, M: MulAdd, const R: usize, const W: usize>(
+    s: S,
+    mode: M,
+    out: &mut [f32],
+    w: &[f32],
+    w_stride: usize,
+    rows: &[f32],
+    len: usize,
+    c: usize,
+) {
+    let n = rows.len() / len;
+    let wr: [&[f32]; R] = core::array::from_fn(|r| &w[r * w_stride..r * w_stride + n]);
+    let mut acc = [[s.zero(); W]; R];
+    for r in 0..R {
+        for h in 0..W {
+            let at = r * len + c + h * LANES;
+            acc[r][h] = s.load(&out[at..at + LANES]);
+        }
+    }
+    for (j, v) in rows.chunks_exact(len).enumerate() {
+        let v = &v[c..c + W * LANES];
+        let vv: [S::V; W] = core::array::from_fn(|h| s.load(&v[h * LANES..(h + 1) * LANES]));
+        for r in 0..R {
+            let p = s.splat(wr[r][j]);
+            for h in 0..W {
+                acc[r][h] = mode.step(s, acc[r][h], p, vv[h]);
+            }
+        }
+    }
+    for r in 0..R {
+        for h in 0..W {
+            let at = r * len + c + h * LANES;
+            s.store(acc[r][h], &mut out[at..at + LANES]);
+        }
+    }
 }

@@ -67,6 +67,17 @@ pub(crate) trait Simd: Copy {
         pad[..s.len() - full].copy_from_slice(&s[full..]);
         self.load(&pad)
     }
+
+    /// The 8 × 8 transpose: lane `c` of result `r` is lane `r` of `rows[c]`. Moves only, so
+    /// exact on every backend; packs a key tile for the attention's score kernel.
+    #[inline(always)]
+    fn transpose8(self, rows: [Self::V; LANES]) -> [Self::V; LANES] {
+        let mut m = [[0.0f32; LANES]; LANES];
+        for (row, v) in m.iter_mut().zip(rows) {
+            self.store(v, row);
+        }
+        core::array::from_fn(|r| self.load(&core::array::from_fn::<f32, LANES, _>(|c| m[c][r])))
+    }
 }
 
 /// Which multiply-add a kernel's reduction steps use: one type per precision mode, so the
@@ -259,6 +270,39 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps::<1>(q, q)))
     }
 
+    /// The 8 × 8 transpose of [`Simd::transpose8`] in three rounds of shuffles (AVX).
+    #[cfg(feature = "std")]
+    #[inline(always)]
+    unsafe fn transpose8_avx(r: [__m256; LANES]) -> [__m256; LANES] {
+        // Interleave pairs of rows, then pairs of pairs, then swap 128-bit halves.
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ]
+    }
+
     /// AVX2 (one 8-lane register); a value exists only where the CPU has it.
     #[cfg(feature = "std")]
     #[derive(Debug, Clone, Copy)]
@@ -335,6 +379,12 @@ mod x86 {
         fn max(self, a: Self::V, b: Self::V) -> Self::V {
             // SAFETY: AVX2 was detected; register-only arithmetic.
             unsafe { _mm256_max_ps(a, b) }
+        }
+
+        #[inline(always)]
+        fn transpose8(self, rows: [Self::V; LANES]) -> [Self::V; LANES] {
+            // SAFETY: AVX2 was detected; register-only shuffles.
+            unsafe { transpose8_avx(rows) }
         }
 
         #[inline(always)]
@@ -421,6 +471,11 @@ mod x86 {
         }
 
         #[inline(always)]
+        fn transpose8(self, rows: [Self::V; LANES]) -> [Self::V; LANES] {
+            self.avx2.transpose8(rows)
+        }
+
+        #[inline(always)]
         fn fold(self, v: Self::V) -> f32 {
             self.avx2.fold(v)
         }
@@ -435,6 +490,8 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) use neon::Neon;
+#[cfg(target_arch = "aarch64")]
+pub(crate) use neon_fma::NeonFma;
 
 #[cfg(target_arch = "aarch64")]
 mod neon {
@@ -515,6 +572,93 @@ mod neon {
                 let p = vadd_f32(vget_low_f32(h), vget_high_f32(h));
                 vget_lane_f32::<0>(p) + vget_lane_f32::<1>(p)
             }
+        }
+    }
+}
+
+/// Asks the CPU to bring the cache lines of `s` towards L1 (a hint: no effect on any value,
+/// and nothing on targets without one). Streams that the attention reads one tile later are
+/// requested early, so that memory latency overlaps the current tile's arithmetic.
+#[inline(always)]
+pub(crate) fn prefetch(s: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in s.chunks(16) {
+        // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads no value and cannot
+        // fault, and the address is inside `s`.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = s;
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon_fma {
+    //! [`Neon`] with a fused [`Simd::mul_add_native`] (`vfmaq_f32`, part of the aarch64
+    //! baseline), for the kernels whose native mode fuses on aarch64.
+    use super::{Neon, Simd, LANES};
+    use core::arch::aarch64::*;
+
+    /// NEON whose native multiply-add is fused; every other primitive is [`Neon`]'s.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct NeonFma;
+
+    impl Simd for NeonFma {
+        type V = (float32x4_t, float32x4_t);
+
+        #[inline(always)]
+        fn zero(self) -> Self::V {
+            Neon.zero()
+        }
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> Self::V {
+            Neon.splat(x)
+        }
+
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> Self::V {
+            Neon.load(s)
+        }
+
+        #[inline(always)]
+        fn store(self, v: Self::V, s: &mut [f32]) {
+            Neon.store(v, s)
+        }
+
+        #[inline(always)]
+        fn add(self, a: Self::V, b: Self::V) -> Self::V {
+            Neon.add(a, b)
+        }
+
+        #[inline(always)]
+        fn mul(self, a: Self::V, b: Self::V) -> Self::V {
+            Neon.mul(a, b)
+        }
+
+        #[inline(always)]
+        fn max(self, a: Self::V, b: Self::V) -> Self::V {
+            Neon.max(a, b)
+        }
+
+        #[inline(always)]
+        fn fold(self, v: Self::V) -> f32 {
+            Neon.fold(v)
+        }
+
+        #[inline(always)]
+        fn transpose8(self, rows: [Self::V; LANES]) -> [Self::V; LANES] {
+            Neon.transpose8(rows)
+        }
+
+        #[inline(always)]
+        fn mul_add_native(self, acc: Self::V, a: Self::V, b: Self::V) -> Self::V {
+            // SAFETY: NEON (with its fused multiply-add) is part of the aarch64 baseline;
+            // register-only arithmetic.
+            unsafe { (vfmaq_f32(acc.0, a.0, b.0), vfmaq_f32(acc.1, a.1, b.1)) }
         }
     }
 }
