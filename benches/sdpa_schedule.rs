@@ -10,7 +10,9 @@
 //! work threshold counts them), so its throughput over `peak/one_core/{mul_add,fma}` is the share
 //! of one core's peak; `sdpa_decode/sq1_hd64_sk{Sk}/{portable,native}` counts the bytes of K and V
 //! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`.
-//! Both run under `Sequential`, one core.
+//! Both run under `Sequential`, one core. `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
+//! (mode `portable` or `native`, schedule `sequential` or `hardware`) is the grid's prefill
+//! half in both modes, to hold against another library (XLA).
 
 mod common;
 
@@ -169,6 +171,52 @@ fn bench_peak(c: &mut Criterion) {
     group.finish();
 }
 
+/// The grid's prefill shapes (Sq = 64) in both precision modes under `Sequential` and (with
+/// `parallel`) `hardware()`: the figures to hold against another library on one and on every
+/// core. Ids read `sdpa_modes/h{heads}_sk{Sk}_sq64/{portable,native}_{sequential,hardware}`.
+fn bench_modes(c: &mut Criterion) {
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let schedules: Vec<_> = schedules()
+        .into_iter()
+        .filter(|(name, _)| *name != "rayon")
+        .collect();
+    for heads in [8usize, 32] {
+        for sk in [128usize, 1024, 4096] {
+            let q = tensor(vec![1, heads, 64, HD], 1);
+            let k = tensor(vec![1, heads, sk, HD], 2);
+            let v = tensor(vec![1, heads, sk, HD], 3);
+            let mut group = c.benchmark_group(format!("sdpa_modes/h{heads}_sk{sk}_sq64"));
+            group
+                .sample_size(10)
+                .warm_up_time(Duration::from_millis(300))
+                .measurement_time(Duration::from_secs(1))
+                .throughput(Throughput::Elements((2 * heads * 64 * sk * HD) as u64));
+            for (mode, config) in &modes() {
+                for (name, schedule) in &schedules {
+                    group.bench_function(format!("{mode}_{name}"), |bench| {
+                        bench.iter(|| {
+                            scaled_dot_product_attention_with(
+                                config,
+                                black_box(&q),
+                                black_box(&k),
+                                black_box(&v),
+                                None,
+                                &options,
+                                schedule.as_ref(),
+                            )
+                            .expect("valid shapes")
+                        })
+                    });
+                }
+            }
+            group.finish();
+        }
+    }
+}
+
 /// A decode step (Sq = 1) over 8 heads of K and V larger than the last-level cache, under
 /// `Sequential`: bytes of K and V per second, against one core's read bandwidth.
 fn bench_decode(c: &mut Criterion) {
@@ -207,5 +255,5 @@ fn bench_decode(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_grid, bench_peak, bench_decode);
+criterion_group!(benches, bench_grid, bench_peak, bench_modes, bench_decode);
 criterion_main!(benches);
