@@ -314,7 +314,13 @@ fn every_available_variant_gives_the_portable_bits() {
         .cloned()
         .collect();
     assert!(variants.iter().any(|p| p.name() == "portable"));
-    for (hd, sq, sk) in [(64, 64, 130), (13, 5, 17), (80, 7, 65), (3, 1, 9)] {
+    for (hd, sq, sk) in [
+        (64, 64, 130),
+        (128, 8, 300),
+        (13, 5, 17),
+        (80, 7, 65),
+        (3, 1, 9),
+    ] {
         let q = uniform(&[2, 4, sq, hd], 1);
         let k = uniform(&[2, 2, sk, hd], 2);
         let v = uniform(&[2, 2, sk, hd], 3);

@@ -11,6 +11,7 @@
 //! elsewhere they are the portable loops. Each call looks its variant up ([`selected_kernels`]), so the
 //! registry really decides what runs.
 
+use super::loops::attend::wide::Narrow;
 use super::loops::attend::{attend_head, Head};
 use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
 use super::loops::matvec::{skinny, Skinny};
@@ -74,7 +75,7 @@ fn attend_on<S: Simd + Default, M: MulAdd + Default>(
     out: &mut [f32],
     scratch: &mut [f32],
 ) {
-    attend_head(S::default(), M::default(), h, out, scratch)
+    attend_head(S::default(), M::default(), Narrow, h, out, scratch)
 }
 
 /// Attention on backend `S` in both precision modes.
@@ -160,6 +161,7 @@ mod x86 {
     #[cfg(feature = "std")]
     mod avx2 {
         use super::*;
+        use crate::kernels::loops::attend::wide::Avx512Attend;
         use crate::kernels::loops::gemm_avx512::{Avx512, Step};
         use crate::kernels::loops::simd::{Avx2, Avx2Fma};
 
@@ -169,12 +171,54 @@ mod x86 {
 
         #[target_feature(enable = "avx2")]
         unsafe fn attend_avx2(s: Avx2, h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
-            attend_head(s, Unfused, h, out, scratch);
+            attend_head(s, Unfused, Narrow, h, out, scratch);
         }
 
         #[target_feature(enable = "avx2,fma")]
         unsafe fn attend_fma(s: Avx2Fma, h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
-            attend_head(s, Native, h, out, scratch);
+            attend_head(s, Native, Narrow, h, out, scratch);
+        }
+
+        #[target_feature(enable = "avx2")]
+        unsafe fn attend_avx2_wide(
+            s: Avx2,
+            wide: Avx512Attend,
+            h: &Head<'_>,
+            out: &mut [f32],
+            scratch: &mut [f32],
+        ) {
+            attend_head(s, Unfused, wide, h, out, scratch);
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn attend_fma_wide(
+            s: Avx2Fma,
+            wide: Avx512Attend,
+            h: &Head<'_>,
+            out: &mut [f32],
+            scratch: &mut [f32],
+        ) {
+            attend_head(s, Native, wide, h, out, scratch);
+        }
+
+        /// Attention with the AVX-512 block kernel, else as `avx2`.
+        fn attend_avx512_portable(h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
+            match (Avx2::detect(), Avx512Attend::detect(Step::Unfused)) {
+                // SAFETY: the AVX2 token exists, so the CPU supports AVX2 — the one
+                // requirement of the `target_feature` function; its body is safe code.
+                (Some(s), Some(wide)) => unsafe { attend_avx2_wide(s, wide, h, out, scratch) },
+                _ => attend_portable(h, out, scratch),
+            }
+        }
+
+        /// Fused, with the AVX-512 block kernel where the CPU has both, else as `avx2`.
+        fn attend_avx512_native(h: &Head<'_>, out: &mut [f32], scratch: &mut [f32]) {
+            match (Avx2Fma::detect(), Avx512Attend::detect(Step::Fused)) {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA — the
+                // requirements of the `target_feature` function; its body is safe code.
+                (Some(s), Some(wide)) => unsafe { attend_fma_wide(s, wide, h, out, scratch) },
+                _ => attend_native(h, out, scratch),
+            }
         }
 
         #[target_feature(enable = "avx2")]
@@ -270,12 +314,17 @@ mod x86 {
             }
         }
 
-        /// The AVX2 variant with the packed product's AVX-512 micro-kernel.
+        /// The AVX2 variant with the packed product's and the attention's AVX-512
+        /// micro-kernels.
         pub(in crate::kernels::variants) fn avx512() -> CpuKernels {
             CpuKernels {
                 name: "avx512",
                 priority: 20,
                 available: has_avx512,
+                attend: PerMode {
+                    portable: attend_avx512_portable,
+                    native: attend_avx512_native,
+                },
                 gemm: PerMode {
                     portable: gemm_avx512_portable,
                     native: gemm_avx512_native,
@@ -337,8 +386,9 @@ static REGISTRY: Once<KernelRegistry<CpuKernels>> = Once::new();
 
 /// The registry of CPU kernel variants, filled on first use with `portable` (priority 0) and,
 /// on x86_64, `sse2` (priority 5) and, with `std`, `avx2` (priority 10, available when the CPU
-/// has AVX2) and `avx512` (priority 20: `avx2` with the packed product's AVX-512 micro-kernel,
-/// available when the CPU has AVX-512F too); on aarch64, `neon` (priority 5, always available).
+/// has AVX2) and `avx512` (priority 20: `avx2` with the AVX-512 micro-kernels of the packed
+/// product and the attention, available when the CPU has AVX-512F too); on aarch64, `neon`
+/// (priority 5, always available).
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model

@@ -22,7 +22,13 @@
 //! The loop nest only decides what is loaded when: rows go in groups of [`GROUP`] whose queries
 //! are packed once; each key tile is packed transposed once per group and used by every block
 //! of [`ROWS`] rows, whose rows share every key and value load.
+//! Where a compiled variant has a [`wide`] block kernel (AVX-512), a full block's products run
+//! 64 columns at a time on it, in the same chains.
 
+#[path = "attend_avx512.rs"]
+pub(crate) mod wide;
+
+use self::wide::Wide;
 use super::exp::exp;
 use super::lanes::{scale_mask_max, scores_block, sum, weigh_rows};
 use super::simd::{prefetch, MulAdd, Phase, Simd, LANES};
@@ -93,9 +99,10 @@ struct Rows {
 /// Writes the unit's `[sq, hd]` output into `out`, with multiply-adds in `mode`; `scratch`
 /// holds [`scratch_len`] values.
 #[inline(always)]
-pub(crate) fn attend_head<S: Simd, M: MulAdd>(
+pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
     s: S,
     mode: M,
+    wide: W,
     h: &Head<'_>,
     out: &mut [f32],
     scratch: &mut [f32],
@@ -129,6 +136,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd>(
             }
             s.outlined(Scores {
                 mode,
+                wide,
                 h,
                 g0,
                 rows,
@@ -147,6 +155,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd>(
             });
             s.outlined(Weigh {
                 mode,
+                wide,
                 h,
                 rows,
                 t0,
@@ -244,8 +253,9 @@ impl<S: Simd> Phase<S> for PackKeys<'_, '_> {
 
 /// The raw dot products of the group's rows with the tile's keys that each row's block sees,
 /// into `scores[r · KEY_TILE + j]`.
-struct Scores<'a, 'h, M> {
+struct Scores<'a, 'h, M, W> {
     mode: M,
+    wide: W,
     h: &'a Head<'h>,
     g0: usize,
     rows: usize,
@@ -255,13 +265,14 @@ struct Scores<'a, 'h, M> {
     scores: &'a mut [f32],
 }
 
-impl<S: Simd, M: MulAdd> Phase<S> for Scores<'_, '_, M> {
+impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
             mode,
+            wide,
             h,
             g0,
             rows,
@@ -279,6 +290,17 @@ impl<S: Simd, M: MulAdd> Phase<S> for Scores<'_, '_, M> {
             let q = &qt[b * ROWS * hd..(b + 1) * ROWS * hd];
             let out = &mut scores[b * ROWS * KEY_TILE..(b + 1) * ROWS * KEY_TILE];
             let mut col = 0;
+            while col + 64 <= cols {
+                // From zero, as the 8-lane kernel starts its chains.
+                for r in 0..ROWS {
+                    out[r * KEY_TILE + col..r * KEY_TILE + col + 64].fill(0.0);
+                }
+                let (kt, c) = (&kt[col..], &mut out[col..]);
+                if !wide.block_4x64(q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE) {
+                    break;
+                }
+                col += 64;
+            }
             while col + 2 * LANES <= cols {
                 scores_block::<S, M, ROWS, 2>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
                 col += 2 * LANES;
@@ -374,8 +396,9 @@ impl<S: Simd> Phase<S> for Softmax<'_, '_> {
 
 /// Rescales the group's output rows by their `α` and adds the tile's weighted values (step 3
 /// of the module docs).
-struct Weigh<'a, 'h, M> {
+struct Weigh<'a, 'h, M, W> {
     mode: M,
+    wide: W,
     h: &'a Head<'h>,
     rows: usize,
     t0: usize,
@@ -384,13 +407,14 @@ struct Weigh<'a, 'h, M> {
     group: &'a mut [f32],
 }
 
-impl<S: Simd, M: MulAdd> Phase<S> for Weigh<'_, '_, M> {
+impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
             mode,
+            wide,
             h,
             rows,
             t0,
@@ -418,7 +442,15 @@ impl<S: Simd, M: MulAdd> Phase<S> for Weigh<'_, '_, M> {
                 let shared = counts.iter().copied().min().unwrap_or(0);
                 let out = &mut group[r0 * hd..(r0 + ROWS) * hd];
                 let w = &scores[r0 * KEY_TILE..];
-                weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, shared, v, hd);
+                // Whole rows of 64 values on the wide kernel, if there is one, else all on
+                // the 8-lane one; per element the chain is the same.
+                let by_wide = hd % 64 == 0
+                    && (0..hd).step_by(64).all(|c| {
+                        wide.block_4x64(w, 1, KEY_TILE, &v[c..], hd, shared, &mut out[c..], hd)
+                    });
+                if !by_wide {
+                    weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, shared, v, hd);
+                }
                 shared
             } else {
                 0
