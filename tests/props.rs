@@ -21,7 +21,7 @@ use proptest::test_runner::{Config, RngAlgorithm, RngSeed};
 use common::{all_schedules, reference_sdpa, uniform};
 use skainet_schedule::{
     conv2d_with, matmul_with, scaled_dot_product_attention_with, Conv2dOptions, KernelConfig,
-    KernelError, Schedule, SdpaOptions, Sequential, Tensor,
+    KernelError, Precision, Schedule, SdpaOptions, Sequential, Tensor,
 };
 
 fn config(cases: u32) -> Config {
@@ -174,6 +174,35 @@ proptest! {
             prop_assert_eq!(got.shape(), [b, h, sq, hd]);
             close(got.data(), &reference_sdpa(&q, &k, &v, m.as_ref(), scale, causal))?;
         }
+    }
+
+    #[test]
+    fn native_sdpa_is_the_same_under_every_schedule_and_within_1e_5_of_the_f64_reference(
+        (b, kv, group) in (1..=2usize, 1..=2usize, 1..=2usize),
+        (sq, sk) in (1..=9usize, 1..=200usize),
+        hd in prop_oneof![1..=20usize, Just(64usize)],
+        causal in any::<bool>(),
+        mask_spec in mask_spec(),
+        seed in any::<u32>(),
+    ) {
+        let h = kv * group;
+        let sq = if causal { sq.min(sk) } else { sq };
+        let q = uniform(&[b, h, sq, hd], seed);
+        let k = uniform(&[b, kv, sk, hd], seed ^ 1);
+        let v = uniform(&[b, kv, sk, hd], seed ^ 2);
+        let m = mask_spec.as_ref().map(|s| mask(s, b, h, sq, sk));
+        let options = SdpaOptions { scale: None, causal };
+        let native = KernelConfig::selected().with_precision(Precision::Native);
+        let call = |config: &KernelConfig, schedule: &dyn Schedule| {
+            scaled_dot_product_attention_with(config, &q, &k, &v, m.as_ref().map(Tensor::view), &options, schedule)
+                .map_err(|e| TestCaseError::fail(format!("refused: {e}")))
+        };
+        let want = call(&native, &Sequential)?;
+        for schedule in schedules() {
+            let got = call(&native.clone().with_min_parallel_work(0), schedule.as_ref())?;
+            prop_assert!(got.to_bits() == want.to_bits(), "{}: bits differ", schedule.name());
+        }
+        close(want.data(), &reference_sdpa(&q, &k, &v, m.as_ref(), None, causal))?;
     }
 
     #[test]

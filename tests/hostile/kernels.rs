@@ -3,8 +3,8 @@
 //! finite number. (A row is fully masked, and zeros, only when every score is `-inf`.)
 
 use skainet_schedule::{
-    cpu_kernels, scaled_dot_product_attention_with, KernelConfig, KernelProvider, SdpaOptions,
-    Sequential, Tensor,
+    cpu_kernels, scaled_dot_product_attention_with, KernelConfig, KernelProvider, Precision,
+    SdpaOptions, Sequential, Tensor,
 };
 
 /// `b = 1`, `H = 2` over one K/V head (GQA), `sq = 6` (a four-row block and two lone rows),
@@ -198,4 +198,63 @@ fn sdpa_with_no_units_and_a_head_size_that_overflows_is_an_empty_result() {
     .unwrap();
     assert_eq!(out.shape(), [0, 1, 2, usize::MAX]);
     assert!(out.is_empty());
+}
+
+/// [`rows`] of every variant in the native precision mode (whose finite bits may differ from
+/// the portable ones, never where the NaN and zero rows are).
+fn native_rows(x: &Inputs) -> Vec<Vec<Row>> {
+    cpu_kernels()
+        .providers()
+        .iter()
+        .map(|variant| {
+            let config = KernelConfig::new(variant.clone()).with_precision(Precision::Native);
+            let out = scaled_dot_product_attention_with(
+                &config,
+                &x.q,
+                &x.k,
+                &x.v,
+                x.mask.as_ref().map(Tensor::view),
+                &x.options,
+                &Sequential,
+            )
+            .unwrap();
+            out.data()
+                .chunks_exact(HD)
+                .map(|row| {
+                    if row.iter().all(|x| x.is_nan()) {
+                        Row::Nan
+                    } else if row.iter().all(|x| x.to_bits() == 0) {
+                        Row::Zeros
+                    } else {
+                        assert!(row.iter().all(|x| x.is_finite()), "{row:?}");
+                        Row::Finite
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn sdpa_native_mode_keeps_the_nan_and_zero_rows_of_the_portable_mode() {
+    let mut nan_query = inputs(false);
+    nan_query.q.data_mut()[(SQ + 4) * HD + 10] = f32::NAN;
+    let mut nan_hidden_key = inputs(true);
+    nan_hidden_key.k.data_mut()[5 * HD] = f32::NAN;
+    nan_hidden_key.mask = Some(all_hidden());
+    let mut nan_scale = inputs(false);
+    nan_scale.options.scale = Some(f32::NAN);
+    let mut all_masked = inputs(true);
+    all_masked.mask = Some(all_hidden());
+    for (name, x) in [
+        ("nan query", nan_query),
+        ("nan hidden key", nan_hidden_key),
+        ("nan scale", nan_scale),
+        ("all masked", all_masked),
+    ] {
+        let want = rows(&x);
+        for got in native_rows(&x) {
+            assert_eq!(got, want, "{name}");
+        }
+    }
 }
