@@ -82,6 +82,7 @@ expected=(
   "wasm32-wasip1 portable" "thumbv7em-none-eabihf portable"
 )
 grep -qw avx2 /proc/cpuinfo && expected+=("x86_64-unknown-linux-gnu avx2")
+grep -qw avx512f /proc/cpuinfo && expected+=("x86_64-unknown-linux-gnu avx512")
 for e in "${expected[@]}"; do
   if ! printf '%s\n' "${lines[@]}" | grep -q "^target $e [0-9a-f]\{16\}$"; then
     echo "check_targets: FAIL: no line for $e" >&2
