@@ -683,3 +683,57 @@ fn conv2d_rejects_padding_too_large_to_index() {
         })
     );
 }
+
+/// Shapes that cross the packing blocks (144 rows of A, 512 columns of B) in each split: many
+/// rows (split over rows), few rows for many columns (split over column tiles wider than one
+/// block), and a tile taller than one block under four tasks.
+#[test]
+fn matmul_is_bit_identical_under_every_schedule_in_both_precisions_across_packing_blocks() {
+    let schedules = all_schedules();
+    for (m, k, n) in [(150, 20, 530), (20, 300, 1100), (150, 200, 600)] {
+        let (a, b) = (uniform(&[m, k], 12), uniform(&[k, n], 13));
+        for config in precisions() {
+            let want = matmul_with(&config, &a, &b, &Sequential).unwrap();
+            assert_within_bound(
+                want.data(),
+                &reference(a.data(), b.data(), m, k, n, false),
+                &format!("{:?} [{m}, {k}, {n}]", config.precision()),
+            );
+            for s in &schedules {
+                let got = matmul_with(&config, &a, &b, s.as_ref()).unwrap();
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{} {:?} [{m}, {k}]x[{k}, {n}]",
+                    s.name(),
+                    config.precision()
+                );
+            }
+        }
+    }
+}
+
+/// Three batches of sixteen output channels: split over rows, two or four tasks cut a batch.
+#[test]
+fn conv2d_is_bit_identical_under_every_schedule_when_tasks_share_a_batch() {
+    let input = uniform(&[3, 2, 5, 5], 40);
+    let weight = uniform(&[16, 2, 3, 3], 41);
+    let bias = uniform(&[16], 42);
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [1, 1],
+    };
+    for config in precisions() {
+        let want = conv2d_with(&config, &input, &weight, Some(&bias), &o, &Sequential).unwrap();
+        for s in &all_schedules() {
+            let got = conv2d_with(&config, &input, &weight, Some(&bias), &o, s.as_ref()).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} {:?}",
+                s.name(),
+                config.precision()
+            );
+        }
+    }
+}
