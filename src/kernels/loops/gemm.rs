@@ -118,7 +118,7 @@ pub(crate) fn gemm_tile<K: MicroKernel>(
             let pb = &mut pb[..nc.div_ceil(nr) * nr * kc];
             for (jp, panel) in pb.chunks_exact_mut(nr * kc).enumerate() {
                 let j0 = t.cols.start + jc + jp * nr;
-                let valid = (t.cols.end - j0).min(nr);
+                let valid = (t.cols.start + jc + nc - j0).min(nr);
                 match t.b {
                     Source::Strided(b) => {
                         pack_panel(nr, b.data, b.col_stride, b.row_stride, j0, valid, pc, panel);
