@@ -110,8 +110,10 @@ pub(crate) fn gemm_tile<K: MicroKernel>(
     }
     let mc_max = MC.min(tm).div_ceil(mr) * mr;
     let (pa, pb) = pack.split_at_mut(mc_max * t.k.min(K::KC));
-    for jc in (0..tn).step_by(NC) {
-        let nc = NC.min(tn - jc);
+    // Blocks of even width (a multiple of every `NR`), so the last one is not a sliver.
+    let block = tn.div_ceil(tn.div_ceil(NC)).div_ceil(MAX_NR) * MAX_NR;
+    for jc in (0..tn).step_by(block) {
+        let nc = block.min(tn - jc);
         let mut pc = 0;
         while pc < t.k {
             let kc = K::KC.min(t.k - pc);
