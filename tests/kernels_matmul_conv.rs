@@ -737,3 +737,56 @@ fn conv2d_is_bit_identical_under_every_schedule_when_tasks_share_a_batch() {
         }
     }
 }
+
+/// A weight that is one at a single tap `(channel 1, ky, kx)` and zero elsewhere copies the
+/// input under that tap: each output is exactly `x[1][y·sy + ky - py][x·sx + kx - px]`, or zero
+/// in the padding. Widths from 1 to 40 put a panel's pixels on one, several or part of an
+/// output row, and the paddings put whole runs of pixels in the padding.
+#[test]
+fn conv2d_with_a_one_hot_weight_reads_the_input_under_that_tap_exactly() {
+    for width in [1, 2, 5, 9, 40] {
+        for (py, px) in [(0, 0), (1, 2), (2, 4)] {
+            for (sy, sx) in [(1, 1), (2, 1), (1, 3)] {
+                for (ky, kx) in [(0, 0), (1, 2), (2, 1)] {
+                    let (h, w) = (3, width);
+                    if w + 2 * px < 3 {
+                        continue;
+                    }
+                    let input = uniform(&[1, 2, h, w], 50);
+                    let weight = Tensor::from_fn(vec![1, 2, 3, 3], |i| {
+                        if i == 9 + ky * 3 + kx {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    })
+                    .unwrap();
+                    let o = Conv2dOptions {
+                        stride: [sy, sx],
+                        padding: [py, px],
+                    };
+                    let got = conv2d(&input, &weight, None, &o, &Sequential).unwrap();
+                    let (oh, ow) = (got.shape()[2], got.shape()[3]);
+                    assert_eq!(oh, (h + 2 * py - 3) / sy + 1);
+                    assert_eq!(ow, (w + 2 * px - 3) / sx + 1);
+                    for y in 0..oh {
+                        for x in 0..ow {
+                            let (iy, ix) = (y * sy + ky, x * sx + kx);
+                            let want = if iy < py || ix < px || iy - py >= h || ix - px >= w {
+                                0.0
+                            } else {
+                                input.data()[h * w + (iy - py) * w + (ix - px)]
+                            };
+                            assert_eq!(
+                                got.data()[y * ow + x],
+                                want,
+                                "width {width} padding ({py}, {px}) stride ({sy}, {sx}) tap \
+                                 ({ky}, {kx}) at ({y}, {x})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
