@@ -683,3 +683,110 @@ fn conv2d_rejects_padding_too_large_to_index() {
         })
     );
 }
+
+/// Shapes that cross the packing blocks (144 rows of A, 512 columns of B) in each split: many
+/// rows (split over rows), few rows for many columns (split over column tiles wider than one
+/// block), and a tile taller than one block under four tasks.
+#[test]
+fn matmul_is_bit_identical_under_every_schedule_in_both_precisions_across_packing_blocks() {
+    let schedules = all_schedules();
+    for (m, k, n) in [(150, 20, 530), (20, 300, 1100), (150, 200, 600)] {
+        let (a, b) = (uniform(&[m, k], 12), uniform(&[k, n], 13));
+        for config in precisions() {
+            let want = matmul_with(&config, &a, &b, &Sequential).unwrap();
+            assert_within_bound(
+                want.data(),
+                &reference(a.data(), b.data(), m, k, n, false),
+                &format!("{:?} [{m}, {k}, {n}]", config.precision()),
+            );
+            for s in &schedules {
+                let got = matmul_with(&config, &a, &b, s.as_ref()).unwrap();
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{} {:?} [{m}, {k}]x[{k}, {n}]",
+                    s.name(),
+                    config.precision()
+                );
+            }
+        }
+    }
+}
+
+/// Three batches of sixteen output channels: split over rows, two or four tasks cut a batch.
+#[test]
+fn conv2d_is_bit_identical_under_every_schedule_when_tasks_share_a_batch() {
+    let input = uniform(&[3, 2, 5, 5], 40);
+    let weight = uniform(&[16, 2, 3, 3], 41);
+    let bias = uniform(&[16], 42);
+    let o = Conv2dOptions {
+        stride: [1, 1],
+        padding: [1, 1],
+    };
+    for config in precisions() {
+        let want = conv2d_with(&config, &input, &weight, Some(&bias), &o, &Sequential).unwrap();
+        for s in &all_schedules() {
+            let got = conv2d_with(&config, &input, &weight, Some(&bias), &o, s.as_ref()).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{} {:?}",
+                s.name(),
+                config.precision()
+            );
+        }
+    }
+}
+
+/// A weight that is one at a single tap `(channel 1, ky, kx)` and zero elsewhere copies the
+/// input under that tap: each output is exactly `x[1][y·sy + ky - py][x·sx + kx - px]`, or zero
+/// in the padding. Widths from 1 to 40 put a panel's pixels on one, several or part of an
+/// output row, and the paddings put whole runs of pixels in the padding.
+#[test]
+fn conv2d_with_a_one_hot_weight_reads_the_input_under_that_tap_exactly() {
+    for width in [1, 2, 5, 9, 40] {
+        for (py, px) in [(0, 0), (1, 2), (2, 4)] {
+            for (sy, sx) in [(1, 1), (2, 1), (1, 3)] {
+                for (ky, kx) in [(0, 0), (1, 2), (2, 1)] {
+                    let (h, w) = (3, width);
+                    if w + 2 * px < 3 {
+                        continue;
+                    }
+                    let input = uniform(&[1, 2, h, w], 50);
+                    let weight = Tensor::from_fn(vec![1, 2, 3, 3], |i| {
+                        if i == 9 + ky * 3 + kx {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    })
+                    .unwrap();
+                    let o = Conv2dOptions {
+                        stride: [sy, sx],
+                        padding: [py, px],
+                    };
+                    let got = conv2d(&input, &weight, None, &o, &Sequential).unwrap();
+                    let (oh, ow) = (got.shape()[2], got.shape()[3]);
+                    assert_eq!(oh, (h + 2 * py - 3) / sy + 1);
+                    assert_eq!(ow, (w + 2 * px - 3) / sx + 1);
+                    for y in 0..oh {
+                        for x in 0..ow {
+                            let (iy, ix) = (y * sy + ky, x * sx + kx);
+                            let want = if iy < py || ix < px || iy - py >= h || ix - px >= w {
+                                0.0
+                            } else {
+                                input.data()[h * w + (iy - py) * w + (ix - px)]
+                            };
+                            assert_eq!(
+                                got.data()[y * ow + x],
+                                want,
+                                "width {width} padding ({py}, {px}) stride ({sy}, {sx}) tap \
+                                 ({ky}, {kx}) at ({y}, {x})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

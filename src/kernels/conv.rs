@@ -38,9 +38,9 @@ impl Default for Conv2dOptions {
 ///
 /// Each batch is the product of the weight, `[O, C·kH·kW]`, with the input read as its
 /// `[C·kH·kW, OH·OW]` matrix — packed straight from the input, a panel at a time, never copied
-/// whole — on [`matmul()`](crate::matmul)'s packed tiles, so the units of `schedule` are output
-/// tiles (batch, output channels, pixels) and the [`Precision`](crate::Precision) of the config
-/// applies. Every output is `((bias + t₀) + t₁) + …` over the taps `(c, ky, kx)` in increasing
+/// whole — on [`matmul()`](crate::matmul)'s packed product, so the units of `schedule` are its
+/// output rows (batch, output channel) or tiles (batch, output channels, pixels) and the
+/// [`Precision`](crate::Precision) of the config applies. Every output is `((bias + t₀) + t₁) + …` over the taps `(c, ky, kx)` in increasing
 /// order, a tap in the padding adding `w·0`: bit-identical under every schedule. Calls below
 /// [`CONV2D_PARALLEL_MIN_WORK`] stay inline.
 ///

@@ -20,10 +20,10 @@ pub const MATMUL_PARALLEL_MIN_WORK: u64 = 1 << 18;
 
 /// Products with at most this many rows take the memory-bound few-row path.
 const SKINNY_ROWS: usize = 4;
-/// The largest output tile a unit computes: `TILE_ROWS × TILE_COLS` (a packed `KC`-deep slice
-/// of B for it, 512 KiB, stays in L2).
-const TILE_ROWS: usize = 96;
-const TILE_COLS: usize = 512;
+/// The largest output tile of a split over tiles: `TILE_ROWS × TILE_COLS`, its task's buffer
+/// (1 MiB) reused tile after tile.
+const TILE_ROWS: usize = 256;
+const TILE_COLS: usize = 1024;
 
 /// `a · b` for `a` of shape `[.., m, k]` (rank ≥ 2; leading dimensions are batch) and `b` of
 /// shape `[k, n]`: an output of shape `[.., m, n]`.
@@ -33,9 +33,11 @@ const TILE_COLS: usize = 512;
 /// twice, in [`Precision::Native`](crate::Precision::Native) it may fuse — whatever the
 /// schedule, the tiling or the variant, so results are bit-identical under every schedule.
 ///
-/// The units of `schedule` are output tiles of up to 96 rows (all batches' rows together) ×
-/// 512 columns, each a packed, register-blocked product; a product of at most four rows is
-/// split over its output columns instead, streaming `b` once. Calls below
+/// The units of `schedule` are output rows (all batches' rows together), each task's rows one
+/// packed, register-blocked product written in place; when the product has so few rows for
+/// its columns that every task would pack most of `b` again, they are output tiles of up to
+/// 256 rows × 1024 columns instead, as many column tiles as tasks. A product of at most four
+/// rows is split over its output columns, streaming `b` once. Calls below
 /// [`MATMUL_PARALLEL_MIN_WORK`] stay inline.
 ///
 /// ```
@@ -266,9 +268,9 @@ pub(super) struct Tiled<'a> {
     pub tile: &'a (dyn Fn(usize, Range<usize>, Range<usize>) -> GemmTile<'a> + Sync),
 }
 
-/// Runs a [`Tiled`] product. Units are output tiles (batch, row block, column block, in that
-/// order): straight into the output when one column of tiles divides the rows (the tile-major
-/// layout is then the output's own), else through a buffer per task, copied row by row.
+/// Runs a [`Tiled`] product, split one of two ways (see [`split`]): over output rows, each
+/// task's rows one tile written in place, or over tiles (batch, row block, column block, in
+/// that order) computed into a buffer of their task and copied row by row.
 pub(super) fn run_tiles(
     config: &KernelConfig,
     op: &'static str,
@@ -280,11 +282,35 @@ pub(super) fn run_tiles(
     if p.batches == 0 || p.m == 0 || p.n == 0 {
         return Ok(());
     }
-    let (tm, tn) = tile_shape(p, schedule.parallelism());
+    let tasks = if work.forks() {
+        schedule.parallelism().max(1)
+    } else {
+        1
+    };
+    let kernel = config.pick(&config.kernels().gemm);
+    let (tm, tn) = match split(p, tasks) {
+        Split::Rows => {
+            // Units are output rows (all batches' rows in order); a task's rows are one tile
+            // per batch they touch, so B is packed once per task and batch.
+            return parallel_chunks(op, schedule, out, p.n, work, &|range, chunk| {
+                let mut pack = scratch(op, pack_len(range.len().min(p.m), p.n, p.k))?;
+                let mut row = range.start;
+                while row < range.end {
+                    let (batch, r0) = (row / p.m, row % p.m);
+                    let r1 = p.m.min(r0 + (range.end - row));
+                    let at = (row - range.start) * p.n;
+                    let slot = &mut chunk[at..at + (r1 - r0) * p.n];
+                    kernel(&(p.tile)(batch, r0..r1, 0..p.n), slot, p.n, &mut pack);
+                    row += r1 - r0;
+                }
+                Ok(())
+            });
+        }
+        Split::Tiles { rows, cols } => (rows, cols),
+    };
     let (row_tiles, col_tiles) = (p.m.div_ceil(tm), p.n.div_ceil(tn));
     let per_batch = row_tiles * col_tiles;
     let units = p.batches * per_batch;
-    let tile = tm * tn;
     let span = |u: usize| {
         let (batch, rest) = (u / per_batch, u % per_batch);
         let (ti, tj) = (rest / col_tiles, rest % col_tiles);
@@ -294,24 +320,10 @@ pub(super) fn run_tiles(
             tj * tn..((tj + 1) * tn).min(p.n),
         )
     };
-    let direct = col_tiles == 1 && p.m % tm == 0;
-    let slot_len = if direct { tm * p.n } else { tile };
-    let kernel = config.pick(&config.kernels().gemm);
-    let body = |range: Range<usize>, chunk: &mut [f32]| {
-        let mut pack = scratch(op, pack_len(tm, tn, p.k))?;
-        for (u, slot) in range.zip(chunk.chunks_exact_mut(slot_len)) {
-            let (batch, rows, cols) = span(u);
-            kernel(&(p.tile)(batch, rows, cols), slot, &mut pack);
-        }
-        Ok(())
-    };
-    if direct {
-        return parallel_chunks(op, schedule, out, slot_len, work, &body);
-    }
-    // Otherwise each unit computes its tile into a buffer of its task and copies the rows
-    // into place. The units are claimed through a split of zero-sized values: it hands each
-    // unit to one task only (and fails on a schedule that runs one twice), which is what makes
-    // the tiles' writes disjoint.
+    // Each unit computes its tile into a buffer of its task and copies the rows into place.
+    // The units are claimed through a split of zero-sized values: it hands each unit to one
+    // task only (and fails on a schedule that runs one twice), which is what makes the tiles'
+    // writes disjoint.
     let target = RowSegments {
         ptr: out.as_mut_ptr(),
         len: out.len(),
@@ -324,13 +336,19 @@ pub(super) fn run_tiles(
             elements: units,
         })?;
     claims.resize(units, ());
+    let tile = tm * tn;
     parallel_chunks(op, schedule, &mut claims, 1, work, &|range, _claimed| {
         let mut buf = scratch(op, tile + pack_len(tm, tn, p.k))?;
         let (slot, pack) = buf.split_at_mut(tile);
         for u in range {
             let (batch, rows, cols) = span(u);
             let width = cols.len();
-            kernel(&(p.tile)(batch, rows.clone(), cols.clone()), slot, pack);
+            kernel(
+                &(p.tile)(batch, rows.clone(), cols.clone()),
+                slot,
+                width,
+                pack,
+            );
             for (i, r) in rows.enumerate() {
                 let at = (batch * p.m + r) * p.n + cols.start;
                 // SAFETY: `at..at + width` is row `r`, columns `cols`, of unit `u`'s tile,
@@ -374,26 +392,48 @@ impl RowSegments {
     }
 }
 
-/// The tile of a product: up to `TILE_ROWS × TILE_COLS`, smaller (rows first, down to a
-/// quarter, then columns) until every batch holds at least four tiles per worker, so that the
-/// tasks' shares stay even. The bits do not depend on the tiles, so this may follow the
-/// schedule.
-fn tile_shape(p: &Tiled<'_>, parallelism: usize) -> (usize, usize) {
-    let want = parallelism.saturating_mul(4);
-    let (mut rows, mut cols) = (TILE_ROWS, TILE_COLS);
-    loop {
-        let (tm, tn) = (tile_len(p.m, rows, MAX_MR), tile_len(p.n, cols, MAX_NR));
-        let units = p.m.div_ceil(tm).saturating_mul(p.n.div_ceil(tn));
-        if p.batches.saturating_mul(units) >= want {
-            return (tm, tn);
-        }
-        if rows > TILE_ROWS / 4 {
-            rows /= 2;
-        } else if cols > TILE_COLS / 4 {
-            cols /= 2;
-        } else {
-            return (tm, tn);
-        }
+/// How [`run_tiles`] splits a product over its tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// Over output rows, written in place.
+    Rows,
+    /// Over tiles of at most `rows × cols` outputs, through a buffer per task.
+    Tiles { rows: usize, cols: usize },
+}
+
+/// The split that copies least for `tasks` tasks. A task packs every value of B its rows
+/// need, so splitting one batch's rows over `t` tasks packs B `t` times; splitting its columns
+/// instead packs A `t` times and copies the outputs once through a buffer. Rows win unless
+/// B is the larger cost (few rows, many columns). The bits do not depend on the split, so it
+/// may follow the schedule.
+fn split(p: &Tiled<'_>, tasks: usize) -> Split {
+    if tasks <= 1 {
+        return Split::Rows;
+    }
+    let extra = (tasks - 1) as u64;
+    let (m, n, k, batches) = (p.m as u64, p.n as u64, p.k as u64, p.batches as u64);
+    let by_rows = if p.batches % tasks == 0 {
+        0
+    } else {
+        extra.saturating_mul(k).saturating_mul(n)
+    };
+    let by_cols = batches.saturating_mul(
+        extra
+            .saturating_mul(m)
+            .saturating_mul(k)
+            .saturating_add(m.saturating_mul(n).saturating_mul(2)),
+    );
+    if by_rows <= by_cols {
+        return Split::Rows;
+    }
+    // Column tiles a multiple of the tasks (so every task gets the same share), at most
+    // `TILE_COLS` wide; row tiles at most `TILE_ROWS` high.
+    let col_tiles =
+        p.n.div_ceil(tasks.saturating_mul(TILE_COLS))
+            .saturating_mul(tasks);
+    Split::Tiles {
+        rows: tile_len(p.m, TILE_ROWS, MAX_MR),
+        cols: tile_len(p.n, p.n.div_ceil(col_tiles), MAX_NR),
     }
 }
 
@@ -402,4 +442,73 @@ fn tile_shape(p: &Tiled<'_>, parallelism: usize) -> (usize, usize) {
 fn tile_len(len: usize, max: usize, align: usize) -> usize {
     let tiles = len.div_ceil(max).max(1);
     len.div_ceil(tiles).div_ceil(align) * align
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::loops::gemm::{GemmTile, Source, Strided};
+
+    fn split_of(batches: usize, m: usize, k: usize, n: usize, tasks: usize) -> Split {
+        let a = Strided {
+            data: &[],
+            row_stride: 0,
+            col_stride: 0,
+        };
+        let tile = |_, rows, cols| GemmTile {
+            a,
+            b: Source::Strided(a),
+            k,
+            rows,
+            cols,
+            init: None,
+        };
+        split(
+            &Tiled {
+                batches,
+                m,
+                n,
+                k,
+                tile: &tile,
+            },
+            tasks,
+        )
+    }
+
+    #[test]
+    fn split_keeps_rows_for_one_task_or_many_rows() {
+        assert_eq!(split_of(1, 128, 576, 1536, 1), Split::Rows);
+        assert_eq!(split_of(1, 512, 512, 512, 2), Split::Rows);
+        assert_eq!(split_of(1, 1024, 512, 512, 2), Split::Rows);
+    }
+
+    #[test]
+    fn split_keeps_rows_when_every_task_gets_whole_batches() {
+        assert_eq!(split_of(2, 64, 576, 784, 2), Split::Rows);
+    }
+
+    #[test]
+    fn split_gives_each_task_one_column_of_tiles_when_rows_are_few() {
+        assert_eq!(
+            split_of(1, 128, 576, 1536, 2),
+            Split::Tiles {
+                rows: 132,
+                cols: 768
+            }
+        );
+        assert_eq!(
+            split_of(1, 128, 1536, 576, 2),
+            Split::Tiles {
+                rows: 132,
+                cols: 288
+            }
+        );
+        assert_eq!(
+            split_of(1, 32, 144, 3136, 2),
+            Split::Tiles {
+                rows: 36,
+                cols: 800
+            }
+        );
+    }
 }

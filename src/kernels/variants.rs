@@ -20,7 +20,7 @@ use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
 
 type AttendFn = fn(&Head<'_>, &mut [f32], &mut [f32]);
-type GemmFn = fn(&GemmTile<'_>, &mut [f32], &mut [f32]);
+type GemmFn = fn(&GemmTile<'_>, &mut [f32], usize, &mut [f32]);
 type SkinnyFn = fn(&Skinny<'_>, &mut [f32]);
 
 /// One inner loop compiled for each precision mode; `KernelConfig` picks one.
@@ -90,6 +90,7 @@ fn attend_modes<S: Simd + Default>() -> PerMode<AttendFn> {
 fn gemm_on<S: Simd + Default, M: MulAdd + Default>(
     t: &GemmTile<'_>,
     out: &mut [f32],
+    ldc: usize,
     pack: &mut [f32],
 ) {
     gemm_tile(
@@ -99,6 +100,7 @@ fn gemm_on<S: Simd + Default, M: MulAdd + Default>(
         },
         t,
         out,
+        ldc,
         pack,
     )
 }
@@ -222,13 +224,25 @@ mod x86 {
         }
 
         #[target_feature(enable = "avx2")]
-        unsafe fn gemm_avx2(s: Avx2, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
-            gemm_tile(Vectors { s, mode: Unfused }, t, out, pack);
+        unsafe fn gemm_avx2(
+            s: Avx2,
+            t: &GemmTile<'_>,
+            out: &mut [f32],
+            ldc: usize,
+            pack: &mut [f32],
+        ) {
+            gemm_tile(Vectors { s, mode: Unfused }, t, out, ldc, pack);
         }
 
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn gemm_fma(s: Avx2Fma, t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
-            gemm_tile(Vectors { s, mode: Native }, t, out, pack);
+        unsafe fn gemm_fma(
+            s: Avx2Fma,
+            t: &GemmTile<'_>,
+            out: &mut [f32],
+            ldc: usize,
+            pack: &mut [f32],
+        ) {
+            gemm_tile(Vectors { s, mode: Native }, t, out, ldc, pack);
         }
 
         #[target_feature(enable = "avx2")]
@@ -260,22 +274,22 @@ mod x86 {
             }
         }
 
-        fn gemm_portable(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+        fn gemm_portable(t: &GemmTile<'_>, out: &mut [f32], ldc: usize, pack: &mut [f32]) {
             match Avx2::detect() {
                 // SAFETY: the token exists, so the CPU supports AVX2 — the one requirement of
                 // the `target_feature` function; its body is safe code.
-                Some(s) => unsafe { gemm_avx2(s, t, out, pack) },
-                None => gemm_on::<Sse2, Unfused>(t, out, pack),
+                Some(s) => unsafe { gemm_avx2(s, t, out, ldc, pack) },
+                None => gemm_on::<Sse2, Unfused>(t, out, ldc, pack),
             }
         }
 
         /// Fused where the CPU has FMA; an AVX2 CPU without it is native as SSE2 is.
-        fn gemm_native(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+        fn gemm_native(t: &GemmTile<'_>, out: &mut [f32], ldc: usize, pack: &mut [f32]) {
             match Avx2Fma::detect() {
                 // SAFETY: the token exists, so the CPU supports AVX2 and FMA — the
                 // requirements of the `target_feature` function; its body is safe code.
-                Some(s) => unsafe { gemm_fma(s, t, out, pack) },
-                None => gemm_on::<Sse2, Native>(t, out, pack),
+                Some(s) => unsafe { gemm_fma(s, t, out, ldc, pack) },
+                None => gemm_on::<Sse2, Native>(t, out, ldc, pack),
             }
         }
 
@@ -300,17 +314,17 @@ mod x86 {
             has_avx2() && Avx512::detect(Step::Unfused).is_some()
         }
 
-        fn gemm_avx512_portable(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+        fn gemm_avx512_portable(t: &GemmTile<'_>, out: &mut [f32], ldc: usize, pack: &mut [f32]) {
             match Avx512::detect(Step::Unfused) {
-                Some(kernel) => gemm_tile(kernel, t, out, pack),
-                None => gemm_portable(t, out, pack),
+                Some(kernel) => gemm_tile(kernel, t, out, ldc, pack),
+                None => gemm_portable(t, out, ldc, pack),
             }
         }
 
-        fn gemm_avx512_native(t: &GemmTile<'_>, out: &mut [f32], pack: &mut [f32]) {
+        fn gemm_avx512_native(t: &GemmTile<'_>, out: &mut [f32], ldc: usize, pack: &mut [f32]) {
             match Avx512::detect(Step::Fused) {
-                Some(kernel) => gemm_tile(kernel, t, out, pack),
-                None => gemm_native(t, out, pack),
+                Some(kernel) => gemm_tile(kernel, t, out, ldc, pack),
+                None => gemm_native(t, out, ldc, pack),
             }
         }
 

@@ -34,22 +34,53 @@ impl Im2col<'_> {
         let [sy, sx] = self.stride;
         let [py, px] = self.padding;
         let ow = self.out_hw[1];
-        // Each pixel's top-left input corner, padded coordinates, computed once per panel.
-        let mut corner = [(0usize, 0usize); MAX_NR];
-        let valid = valid.min(MAX_NR);
-        for (i, c) in corner.iter_mut().enumerate().take(valid) {
+        let valid = valid.min(MAX_NR).min(w);
+        // The panel's pixels as runs along one output row each: (first slot, output row's top
+        // input row, first pixel's left input column, both padded, length). A run reads one
+        // input row per tap, a contiguous segment of it when the stride across is 1.
+        let mut runs = [(0usize, 0usize, 0usize, 0usize); MAX_NR];
+        let (mut count, mut i) = (0, 0);
+        while i < valid {
             let pixel = start + i;
-            *c = ((pixel / ow) * sy, (pixel % ow) * sx);
+            let (y, x) = (pixel / ow, pixel % ow);
+            let len = (ow - x).min(valid - i);
+            runs[count] = (i, y * sy, x * sx, len);
+            count += 1;
+            i += len;
         }
+        let runs = &runs[..count];
         let (mut c, mut ky, mut kx) = (pc / taps_per_channel, pc / kw % kh, pc % kw);
         for step in dst.chunks_exact_mut(w) {
             let plane = &self.input[c * plane_len..(c + 1) * plane_len];
-            for (x, &(y0, x0)) in step.iter_mut().zip(&corner[..valid]) {
+            for &(at, y0, x0, len) in runs {
+                let out = &mut step[at..at + len];
                 // Input (iy, ix) = (y·sy + ky - py, x·sx + kx - px), zero in the padding.
-                *x = match ((y0 + ky).checked_sub(py), (x0 + kx).checked_sub(px)) {
-                    (Some(iy), Some(ix)) if iy < h && ix < wd => plane[iy * wd + ix],
-                    _ => 0.0,
+                let row = match (y0 + ky).checked_sub(py) {
+                    Some(iy) if iy < h => &plane[iy * wd..(iy + 1) * wd],
+                    _ => {
+                        out.fill(0.0);
+                        continue;
+                    }
                 };
+                let first = x0 + kx;
+                if sx == 1 {
+                    // Slots before the left edge, and up to the right edge, of the input row.
+                    let lo = px.saturating_sub(first).min(len);
+                    let hi = px.saturating_add(wd).saturating_sub(first).min(len);
+                    out[..lo].fill(0.0);
+                    if lo < hi {
+                        // first + lo ≥ px (lo reaches the left edge) and first + hi ≤ px + wd.
+                        out[lo..hi].copy_from_slice(&row[first + lo - px..first + hi - px]);
+                    }
+                    out[hi.max(lo)..].fill(0.0);
+                } else {
+                    for (j, v) in out.iter_mut().enumerate() {
+                        *v = match (first + j * sx).checked_sub(px) {
+                            Some(ix) if ix < wd => row[ix],
+                            _ => 0.0,
+                        };
+                    }
+                }
             }
             step[valid..].fill(0.0);
             // The next tap, in increasing (c, ky, kx).

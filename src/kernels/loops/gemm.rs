@@ -64,79 +64,110 @@ pub(crate) struct GemmTile<'a> {
     pub init: Option<&'a [f32]>,
 }
 
+/// Rows of A packed at once: an `MC × KC` block of A stays in L2 while the micro-kernel
+/// walks the packed B block past it.
+const MC: usize = 144;
+/// Columns of B packed at once: a `KC × NC` block of B stays in L2 and is reused by every
+/// `MC`-row block of the tile, so a tile of many rows packs each value of B once.
+pub(crate) const NC: usize = 512;
+
 /// The packing buffer [`gemm_tile`] needs for a `rows × cols` tile of depth `k`, whichever
 /// micro-kernel runs.
 pub(crate) fn pack_len(rows: usize, cols: usize, k: usize) -> usize {
-    (rows.div_ceil(MAX_MR) * MAX_MR + cols.div_ceil(MAX_NR) * MAX_NR) * k.min(MAX_KC)
+    (rows.min(MC).div_ceil(MAX_MR) * MAX_MR + cols.min(NC).div_ceil(MAX_NR) * MAX_NR)
+        * k.min(MAX_KC)
 }
 
-/// Writes the tile `t` to `out` (row-major, `cols.len()` values a row), using `pack` (at least
-/// [`pack_len`] values) for the packed panels.
+/// Writes the tile `t` to `out`, row `i` of the tile at `out[i·ldc..][..cols.len()]`, using
+/// `pack` (at least [`pack_len`] values) for the packed blocks.
+///
+/// The loop nest of BLIS: for each `NC`-column block, for each `KC`-deep slice, B's block is
+/// packed once and every `MC`-row block of A is packed and multiplied against it. Each
+/// element's steps run in increasing inner index whatever the block sizes.
 #[inline(always)]
 pub(crate) fn gemm_tile<K: MicroKernel>(
     kernel: K,
     t: &GemmTile<'_>,
     out: &mut [f32],
+    ldc: usize,
     pack: &mut [f32],
 ) {
     let (mr, nr) = (K::MR, K::NR);
     let (tm, tn) = (t.rows.len(), t.cols.len());
-    let out = &mut out[..tm * tn];
-    match t.init {
-        Some(init) => {
-            for (row, &v) in out.chunks_exact_mut(tn).zip(&init[t.rows.clone()]) {
-                row.fill(v);
-            }
-        }
-        None => out.fill(0.0),
-    }
-    if t.k == 0 || tm == 0 || tn == 0 {
+    if tm == 0 || tn == 0 {
         return;
     }
-    let (pa, pb) = pack.split_at_mut(tm.div_ceil(mr) * mr * t.k.min(K::KC));
-    let mut pc = 0;
-    while pc < t.k {
-        let kc = K::KC.min(t.k - pc);
-        let pa = &mut pa[..tm.div_ceil(mr) * mr * kc];
-        let pb = &mut pb[..tn.div_ceil(nr) * nr * kc];
-        for (jp, panel) in pb.chunks_exact_mut(nr * kc).enumerate() {
-            let j0 = t.cols.start + jp * nr;
-            let valid = (t.cols.end - j0).min(nr);
-            match t.b {
-                Source::Strided(b) => {
-                    pack_panel(nr, b.data, b.col_stride, b.row_stride, j0, valid, pc, panel);
-                }
-                Source::Im2col(b) => b.pack(nr, j0, valid, pc, panel),
-            }
+    let out = &mut out[..(tm - 1) * ldc + tn];
+    let init = |out: &mut [f32], rows: Range<usize>, cols: Range<usize>| {
+        for i in rows {
+            let v = t.init.map_or(0.0, |init| init[t.rows.start + i]);
+            out[i * ldc + cols.start..i * ldc + cols.end].fill(v);
         }
-        for (ip, panel) in pa.chunks_exact_mut(mr * kc).enumerate() {
-            let i0 = t.rows.start + ip * mr;
-            let a = t.a;
-            let valid = (t.rows.end - i0).min(mr);
-            pack_panel(mr, a.data, a.row_stride, a.col_stride, i0, valid, pc, panel);
-        }
-        for (jp, b_panel) in pb.chunks_exact(nr * kc).enumerate() {
-            let j0 = jp * nr;
-            for (ip, a_panel) in pa.chunks_exact(mr * kc).enumerate() {
-                let i0 = ip * mr;
-                let (rows, cols) = ((tm - i0).min(mr), (tn - j0).min(nr));
-                let c = &mut out[i0 * tn + j0..];
-                if rows == mr && cols == nr {
-                    kernel.run(a_panel, b_panel, c, tn);
-                } else {
-                    // A partial tile runs whole on a copy, so its elements get the same steps.
-                    let mut edge = [0.0f32; MAX_MR * MAX_NR];
-                    for i in 0..rows {
-                        edge[i * nr..i * nr + cols].copy_from_slice(&c[i * tn..i * tn + cols]);
+    };
+    if t.k == 0 {
+        init(out, 0..tm, 0..tn);
+        return;
+    }
+    let mc_max = MC.min(tm).div_ceil(mr) * mr;
+    let (pa, pb) = pack.split_at_mut(mc_max * t.k.min(K::KC));
+    // Blocks of even width (a multiple of every `NR`), so the last one is not a sliver.
+    let block = tn.div_ceil(tn.div_ceil(NC)).div_ceil(MAX_NR) * MAX_NR;
+    for jc in (0..tn).step_by(block) {
+        let nc = block.min(tn - jc);
+        let mut pc = 0;
+        while pc < t.k {
+            let kc = K::KC.min(t.k - pc);
+            let pb = &mut pb[..nc.div_ceil(nr) * nr * kc];
+            for (jp, panel) in pb.chunks_exact_mut(nr * kc).enumerate() {
+                let j0 = t.cols.start + jc + jp * nr;
+                let valid = (t.cols.start + jc + nc - j0).min(nr);
+                match t.b {
+                    Source::Strided(b) => {
+                        pack_panel(nr, b.data, b.col_stride, b.row_stride, j0, valid, pc, panel);
                     }
-                    kernel.run(a_panel, b_panel, &mut edge, nr);
-                    for i in 0..rows {
-                        c[i * tn..i * tn + cols].copy_from_slice(&edge[i * nr..i * nr + cols]);
-                    }
+                    Source::Im2col(b) => b.pack(nr, j0, valid, pc, panel),
                 }
             }
+            for ic in (0..tm).step_by(MC) {
+                let mc = MC.min(tm - ic);
+                if pc == 0 {
+                    // Each element starts from its initial value just before its first step.
+                    init(out, ic..ic + mc, jc..jc + nc);
+                }
+                let pa = &mut pa[..mc.div_ceil(mr) * mr * kc];
+                for (ip, panel) in pa.chunks_exact_mut(mr * kc).enumerate() {
+                    let i0 = t.rows.start + ic + ip * mr;
+                    let a = t.a;
+                    let valid = (t.rows.start + ic + mc - i0).min(mr);
+                    pack_panel(mr, a.data, a.row_stride, a.col_stride, i0, valid, pc, panel);
+                }
+                for (jp, b_panel) in pb.chunks_exact(nr * kc).enumerate() {
+                    let j0 = jc + jp * nr;
+                    for (ip, a_panel) in pa.chunks_exact(mr * kc).enumerate() {
+                        let i0 = ic + ip * mr;
+                        let (rows, cols) = ((ic + mc - i0).min(mr), (jc + nc - j0).min(nr));
+                        let c = &mut out[i0 * ldc + j0..];
+                        if rows == mr && cols == nr {
+                            kernel.run(a_panel, b_panel, c, ldc);
+                        } else {
+                            // A partial tile runs whole on a copy, so its elements get the
+                            // same steps.
+                            let mut edge = [0.0f32; MAX_MR * MAX_NR];
+                            for i in 0..rows {
+                                edge[i * nr..i * nr + cols]
+                                    .copy_from_slice(&c[i * ldc..i * ldc + cols]);
+                            }
+                            kernel.run(a_panel, b_panel, &mut edge, nr);
+                            for i in 0..rows {
+                                c[i * ldc..i * ldc + cols]
+                                    .copy_from_slice(&edge[i * nr..i * nr + cols]);
+                            }
+                        }
+                    }
+                }
+            }
+            pc += kc;
         }
-        pc += kc;
     }
 }
 
