@@ -170,6 +170,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 });
             }
             s.outlined(Softmax {
+                wide,
                 h,
                 g0,
                 rows,
@@ -452,7 +453,8 @@ fn row_scores<S: Simd, M: MulAdd, const C: usize>(
 
 /// Turns one tile's raw scores into weights in place and moves each row's running max and
 /// sum on (step 2 of the module docs).
-struct Softmax<'a, 'h> {
+struct Softmax<'a, 'h, W> {
+    wide: W,
     h: &'a Head<'h>,
     g0: usize,
     rows: usize,
@@ -461,12 +463,13 @@ struct Softmax<'a, 'h> {
     state: &'a mut Rows,
 }
 
-impl<S: Simd> Phase<S> for Softmax<'_, '_> {
+impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
+            wide,
             h,
             g0,
             rows,
@@ -508,7 +511,9 @@ impl<S: Simd> Phase<S> for Softmax<'_, '_> {
                 continue;
             }
             let alpha = exp(old - top);
-            for x in row.iter_mut() {
+            // Whole chunks of 16 on the wide kernel where there is one; the same bits.
+            let done = wide.exp_shifted(row, top);
+            for x in row[done..].iter_mut() {
                 *x = exp(*x - top);
             }
             state.alpha[r] = alpha;
