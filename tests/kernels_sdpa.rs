@@ -931,3 +931,48 @@ fn a_decode_row_has_the_bits_of_that_row_inside_a_prefill_block() {
         }
     }
 }
+
+#[test]
+fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule() {
+    // One query row per head: the heads sharing a K/V head are computed together (in a
+    // block of four and more, row by row below that), however a schedule splits the heads.
+    let schedules = all_schedules();
+    let (b, sk) = (2, 300);
+    for (heads, kv_heads) in [(8, 2), (6, 3), (16, 2), (4, 4), (8, 1)] {
+        for hd in [13, 64] {
+            let q = uniform(&[b, heads, 1, hd], 21);
+            let k = uniform(&[b, kv_heads, sk, hd], 22);
+            let v = uniform(&[b, kv_heads, sk, hd], 23);
+            let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
+            let per_head = sparse_mask(&[b, heads, 1, sk], 24, 7);
+            let per_batch = sparse_mask(&[b, 1, 1, sk], 25, 5);
+            for causal in [false, true] {
+                for m in [None, Some(per_head.view()), Some(per_batch.view())] {
+                    let o = opts(causal, None);
+                    let want = sdpa(&q, &kt, &vt, m.clone(), &o, &Sequential)
+                        .unwrap()
+                        .to_bits();
+                    for s in &schedules {
+                        let got = scaled_dot_product_attention_with(
+                            &forking(),
+                            &q,
+                            &k,
+                            &v,
+                            m.clone(),
+                            &o,
+                            s.as_ref(),
+                        )
+                        .unwrap();
+                        assert_eq!(
+                            got.to_bits(),
+                            want,
+                            "{} H={heads} nKV={kv_heads} hd={hd} causal={causal} mask={:?}",
+                            s.name(),
+                            m.as_ref().map(|m| m.shape().to_vec())
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
