@@ -9,7 +9,9 @@
 //! multiply-adds (`2·Sq·Sk·hd` per head, the causal keys it hides included, as the kernel's
 //! work threshold counts them), so its throughput over `peak/one_core/{mul_add,fma}` is the share
 //! of one core's peak; `sdpa_decode/sq1_hd64_sk{Sk}/{portable,native}` counts the bytes of K and V
-//! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`.
+//! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`;
+//! `sdpa_decode_gqa/sq1_hd64_h32_kv8_sk16384/{portable,native}` the same with four query heads
+//! per K/V head.
 //! Both run under `Sequential`, one core. `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
 //! (mode `portable` or `native`, schedule `sequential` or `hardware`) is the grid's prefill
 //! half in both modes, to hold against another library (XLA).
@@ -255,5 +257,51 @@ fn bench_decode(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_grid, bench_peak, bench_modes, bench_decode);
+/// A grouped-query decode step (Sq = 1, 32 query heads on 8 K/V heads) over K and V of
+/// 64 MiB, under `Sequential`: bytes of K and V per second (each read once at best), against
+/// one core's read bandwidth.
+fn bench_decode_gqa(c: &mut Criterion) {
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let (heads, kv_heads, sk) = (32, 8, 16_384);
+    let q = tensor(vec![1, heads, 1, HD], 1);
+    let k = tensor(vec![1, kv_heads, sk, HD], 2);
+    let v = tensor(vec![1, kv_heads, sk, HD], 3);
+    let mut group = c.benchmark_group(format!(
+        "sdpa_decode_gqa/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}"
+    ));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .throughput(Throughput::Bytes((2 * kv_heads * sk * HD * 4) as u64));
+    for (name, config) in &modes() {
+        group.bench_function(*name, |bench| {
+            bench.iter(|| {
+                scaled_dot_product_attention_with(
+                    config,
+                    black_box(&q),
+                    black_box(&k),
+                    black_box(&v),
+                    None,
+                    &options,
+                    &Sequential,
+                )
+                .expect("valid shapes")
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_grid,
+    bench_peak,
+    bench_modes,
+    bench_decode,
+    bench_decode_gqa
+);
 criterion_main!(benches);

@@ -14,7 +14,7 @@ use skainet_schedule::KernelProvider;
 use skainet_schedule::ShapeError;
 use skainet_schedule::{
     cpu_kernels, scaled_dot_product_attention as sdpa, scaled_dot_product_attention_with,
-    KernelConfig, KernelError, SdpaOptions,
+    KernelConfig, KernelError, Precision, SdpaOptions,
 };
 use skainet_schedule::{CollectingSink, Sequential, TraceEvent};
 use skainet_schedule::{Tensor, TensorView};
@@ -876,5 +876,103 @@ fn rows_whose_keys_start_tiles_later_match_the_f64_reference() {
             &reference_sdpa(&q, &k, &v, Some(&mask), None, causal),
         );
         assert!(err <= 1e-5, "causal={causal}: max abs error {err:e}");
+    }
+}
+
+/// Row `i` of `t` `[1, 1, rows, n]` as its own `[1, 1, 1, n]` tensor.
+fn row_of(t: &Tensor, i: usize) -> Tensor {
+    let n = t.shape()[3];
+    Tensor::new(vec![1, 1, 1, n], t.data()[i * n..(i + 1) * n].to_vec()).unwrap()
+}
+
+#[test]
+fn a_decode_row_has_the_bits_of_that_row_inside_a_prefill_block() {
+    // Five query rows go through the packed key tiles (one block of four, one row on its
+    // own); a single row reads the keys in place. Both must give each row the same bits, in
+    // every variant and mode, on ragged head dims and key counts past several tiles.
+    let registry = cpu_kernels();
+    let variants: Vec<_> = registry
+        .providers()
+        .iter()
+        .filter(|p| p.is_available())
+        .cloned()
+        .collect();
+    for (hd, sk) in [(64, 300), (13, 17), (8, 129), (3, 9), (80, 700)] {
+        let q = uniform(&[1, 1, 5, hd], 11);
+        let k = uniform(&[1, 1, sk, hd], 12);
+        let v = uniform(&[1, 1, sk, hd], 13);
+        let mask = sparse_mask(&[1, 1, 5, sk], 14, 9);
+        for variant in &variants {
+            for precision in [Precision::Portable, Precision::Native] {
+                let config = KernelConfig::new(variant.clone()).with_precision(precision);
+                let run = |q: &Tensor, mask: &Tensor| {
+                    scaled_dot_product_attention_with(
+                        &config,
+                        q,
+                        &k,
+                        &v,
+                        Some(mask.view()),
+                        &opts(false, None),
+                        &Sequential,
+                    )
+                    .unwrap()
+                };
+                let block = run(&q, &mask);
+                for i in 0..5 {
+                    let alone = run(&row_of(&q, i), &row_of(&mask, i));
+                    assert_eq!(
+                        alone.to_bits(),
+                        block.to_bits()[i * hd..(i + 1) * hd],
+                        "{} {precision:?} hd={hd} sk={sk} row {i}",
+                        variant.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule() {
+    // One query row per head: the heads sharing a K/V head are computed together (in a
+    // block of four and more, row by row below that), however a schedule splits the heads.
+    let schedules = all_schedules();
+    let (b, sk) = (2, 300);
+    for (heads, kv_heads) in [(8, 2), (6, 3), (16, 2), (4, 4), (8, 1)] {
+        for hd in [13, 64] {
+            let q = uniform(&[b, heads, 1, hd], 21);
+            let k = uniform(&[b, kv_heads, sk, hd], 22);
+            let v = uniform(&[b, kv_heads, sk, hd], 23);
+            let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
+            let per_head = sparse_mask(&[b, heads, 1, sk], 24, 7);
+            let per_batch = sparse_mask(&[b, 1, 1, sk], 25, 5);
+            for causal in [false, true] {
+                for m in [None, Some(per_head.view()), Some(per_batch.view())] {
+                    let o = opts(causal, None);
+                    let want = sdpa(&q, &kt, &vt, m.clone(), &o, &Sequential)
+                        .unwrap()
+                        .to_bits();
+                    for s in &schedules {
+                        let got = scaled_dot_product_attention_with(
+                            &forking(),
+                            &q,
+                            &k,
+                            &v,
+                            m.clone(),
+                            &o,
+                            s.as_ref(),
+                        )
+                        .unwrap();
+                        assert_eq!(
+                            got.to_bits(),
+                            want,
+                            "{} H={heads} nKV={kv_heads} hd={hd} causal={causal} mask={:?}",
+                            s.name(),
+                            m.as_ref().map(|m| m.shape().to_vec())
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -179,21 +179,41 @@ pub fn scaled_dot_product_attention_with<'a>(
         work,
         &|units, chunk| {
             let mut scores = scratch("sdpa", scratch_len(hd))?;
-            for (unit, o) in units.zip(chunk.chunks_exact_mut(sq * hd)) {
+            let mut unit = units.start;
+            let mut chunk = chunk;
+            while unit < units.end {
                 let (bi, h) = (unit / heads, unit % heads);
                 let kv_h = h / group;
+                // A decode step (one query row per head) of the heads in this chunk that share
+                // a K/V head goes as the rows of one call, so K and V are read once for them.
+                // A row's bits do not depend on which rows share a call, so neither the
+                // chunking nor the stacking shows in the result.
+                let rows = if sq == 1 && q.head_stride == hd {
+                    (group - h % group).min(units.end - unit)
+                } else {
+                    1
+                };
+                let (o, rest) = core::mem::take(&mut chunk).split_at_mut(rows * sq * hd);
+                chunk = rest;
                 let head = Head {
-                    q: q.of(bi, h, sq * hd),
+                    q: q.of(bi, h, rows * sq * hd),
                     k: k.of(bi, kv_h, sk * hd),
                     v: v.of(bi, kv_h, sk * hd),
-                    mask: mask.as_ref().map(|m| m.of(bi, h)),
-                    sq,
+                    // Stacked heads' mask rows lie a head apart (0 where the mask broadcasts
+                    // over heads).
+                    mask: mask.as_ref().map(|m| {
+                        let (at, row) = m.of(bi, h);
+                        (at, if rows > 1 { m.head_stride } else { row })
+                    }),
+                    sq: rows * sq,
                     sk,
                     hd,
                     scale,
-                    causal: options.causal,
+                    // One row sees every key, causal or not (`sq <= sk`).
+                    causal: options.causal && rows == 1,
                 };
                 attend(&head, o, &mut scores);
+                unit += rows;
             }
             Ok(())
         },

@@ -23,7 +23,10 @@
 //! are packed once; each key tile is packed transposed once per group and used by every block
 //! of [`ROWS`] rows, whose rows share every key and value load.
 //! Where a compiled variant has a [`wide`] block kernel (AVX-512), a full block's products run
-//! 64 columns at a time on it, in the same chains.
+//! 64 columns at a time on it, in the same chains. A group of fewer than [`ROWS`] rows (a
+//! decode step) packs nothing: it reads each key row in place, eight at a time through a
+//! register transpose ([`RowScores`]), and requests K and V rows [`AHEAD`] keys before it
+//! uses them, so that one core keeps enough memory reads in flight to stream them.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -31,7 +34,7 @@ pub(crate) mod wide;
 use self::wide::Wide;
 use super::exp::exp;
 use super::lanes::{scale_mask_max, scores_block, sum, weigh_rows};
-use super::simd::{prefetch, MulAdd, Phase, Simd, LANES};
+use super::simd::{prefetch, prefetch_l2, MulAdd, Phase, Simd, LANES};
 
 /// Query rows that share each key and value load.
 pub(crate) const ROWS: usize = 4;
@@ -40,6 +43,14 @@ pub(crate) const GROUP: usize = 64;
 /// Keys per tile of the online softmax: 128 keys of head_dim 64 are 32 KiB of packed K, inside
 /// L1 beside the tile's scores. A multiple of [`LANES`].
 pub(crate) const KEY_TILE: usize = 128;
+
+/// Keys per chunk of a decode step's weighted sum, between requests for rows ahead.
+const STREAM: usize = 16;
+/// How far ahead of the keys and values it is using a decode step requests rows (into L2, so
+/// that they do not evict the tile in use from L1): one tile, 32 KiB each of K and V at
+/// head_dim 64 (measured: L1 requests one tile ahead 70 %, two tiles 80 %, L2 requests one or
+/// two tiles about 84 %, four tiles less again, of one core's read bandwidth at 64 MiB).
+const AHEAD: usize = KEY_TILE;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
 
@@ -130,22 +141,37 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
         let mut t0 = 0;
         while t0 < seen {
             let n = KEY_TILE.min(seen - t0);
-            s.outlined(PackKeys { h, t0, n, kt });
             for (r, c) in state.counts[..rows].iter_mut().enumerate() {
                 *c = h.visible(g0 + r).saturating_sub(t0).min(n);
             }
-            s.outlined(Scores {
-                mode,
-                wide,
-                h,
-                g0,
-                rows,
-                counts: &state.counts,
-                qt,
-                kt,
-                scores,
-            });
+            if rows < ROWS {
+                // No block shares the tile's keys (a decode step): each row reads them in
+                // place, so K is streamed once and never packed.
+                s.outlined(RowScores {
+                    mode,
+                    h,
+                    g0,
+                    rows,
+                    t0,
+                    counts: &state.counts,
+                    scores,
+                });
+            } else {
+                s.outlined(PackKeys { h, t0, n, kt });
+                s.outlined(Scores {
+                    mode,
+                    wide,
+                    h,
+                    g0,
+                    rows,
+                    counts: &state.counts,
+                    qt,
+                    kt,
+                    scores,
+                });
+            }
             s.outlined(Softmax {
+                wide,
                 h,
                 g0,
                 rows,
@@ -326,9 +352,110 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
     }
 }
 
+/// The raw dot products of each of a group's rows (fewer than [`ROWS`]) with the tile's keys
+/// it sees, straight from the key rows, into `scores[r · KEY_TILE + j]`. Eight keys at a time
+/// are transposed in registers, so each key's chain over `d` is the one of
+/// [`scores_block`] (from `+0.0`, increasing `d`, in `mode`): the same bits as the packed
+/// path, with no packed tile written and read back.
+struct RowScores<'a, 'h, M> {
+    mode: M,
+    h: &'a Head<'h>,
+    g0: usize,
+    rows: usize,
+    t0: usize,
+    counts: &'a [usize; GROUP],
+    scores: &'a mut [f32],
+}
+
+impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Self {
+            mode,
+            h,
+            g0,
+            rows,
+            t0,
+            counts,
+            scores,
+        } = self;
+        let hd = h.hd;
+        for r in 0..rows {
+            let count = counts[r];
+            let q = &h.q[(g0 + r) * hd..(g0 + r + 1) * hd];
+            let keys = &h.k[t0 * hd..(t0 + count) * hd];
+            let out = &mut scores[r * KEY_TILE..r * KEY_TILE + count];
+            let whole = count - count % LANES;
+            let mut j = 0;
+            while j < whole {
+                if r == 0 {
+                    let ahead = t0 + AHEAD + j;
+                    prefetch_l2(h.k.get(ahead * hd..(ahead + LANES) * hd).unwrap_or(&[]));
+                }
+                row_scores::<S, M, 1>(s, mode, q, &keys[j * hd..(j + LANES) * hd], &mut out[j..]);
+                j += LANES;
+            }
+            for (x, key) in out[whole..]
+                .iter_mut()
+                .zip(keys[whole * hd..].chunks_exact(hd))
+            {
+                let mut acc = 0.0;
+                for (&a, &b) in q.iter().zip(key) {
+                    acc = mode.step1(s, acc, a, b);
+                }
+                *x = acc;
+            }
+        }
+    }
+}
+
+/// `out[x] = Σ_d q[d] · keys[x·hd + d]` for the `8·C` key rows of `keys` (`hd = q.len()`),
+/// each one chain over `d` in increasing order from `+0.0`: whole chunks of eight dimensions
+/// through an 8 × 8 register transpose, the ragged dimensions one value at a time, rounded as
+/// a lane is.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops over `0..C` unroll into registers
+fn row_scores<S: Simd, M: MulAdd, const C: usize>(
+    s: S,
+    mode: M,
+    q: &[f32],
+    keys: &[f32],
+    out: &mut [f32],
+) {
+    let hd = q.len();
+    let dims = hd - hd % LANES;
+    let mut acc = [s.zero(); C];
+    let mut d = 0;
+    while d < dims {
+        let qd = &q[d..d + LANES];
+        for c in 0..C {
+            let block = &keys[c * LANES * hd..(c + 1) * LANES * hd];
+            let rows: [S::V; LANES] =
+                core::array::from_fn(|r| s.load(&block[r * hd + d..r * hd + d + LANES]));
+            for (&qe, ke) in qd.iter().zip(s.transpose8(rows)) {
+                acc[c] = mode.step(s, acc[c], s.splat(qe), ke);
+            }
+        }
+        d += LANES;
+    }
+    for c in 0..C {
+        s.store(acc[c], &mut out[c * LANES..(c + 1) * LANES]);
+    }
+    if dims < hd {
+        for (x, key) in out[..C * LANES].iter_mut().zip(keys.chunks_exact(hd)) {
+            for d in dims..hd {
+                *x = mode.step1(s, *x, q[d], key[d]);
+            }
+        }
+    }
+}
+
 /// Turns one tile's raw scores into weights in place and moves each row's running max and
 /// sum on (step 2 of the module docs).
-struct Softmax<'a, 'h> {
+struct Softmax<'a, 'h, W> {
+    wide: W,
     h: &'a Head<'h>,
     g0: usize,
     rows: usize,
@@ -337,12 +464,13 @@ struct Softmax<'a, 'h> {
     state: &'a mut Rows,
 }
 
-impl<S: Simd> Phase<S> for Softmax<'_, '_> {
+impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
+            wide,
             h,
             g0,
             rows,
@@ -384,7 +512,9 @@ impl<S: Simd> Phase<S> for Softmax<'_, '_> {
                 continue;
             }
             let alpha = exp(old - top);
-            for x in row.iter_mut() {
+            // Whole chunks of 16 on the wide kernel where there is one; the same bits.
+            let done = wide.exp_shifted(row, top);
+            for x in row[done..].iter_mut() {
                 *x = exp(*x - top);
             }
             state.alpha[r] = alpha;
@@ -456,7 +586,23 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
                 0
             };
             for (r, &count) in (r0..).zip(counts) {
-                if shared < count {
+                if rows < ROWS {
+                    // A decode step: the weighted sum streams V from memory, so the next
+                    // tile's rows are requested a chunk at a time as this tile's are weighed
+                    // (per element the additions stay in increasing key order).
+                    let out = &mut group[r * hd..(r + 1) * hd];
+                    let w = &scores[r * KEY_TILE..r * KEY_TILE + count];
+                    let mut j = 0;
+                    while j < count {
+                        let m = STREAM.min(count - j);
+                        if r == 0 {
+                            let ahead = t0 + AHEAD + j;
+                            prefetch_l2(h.v.get(ahead * hd..(ahead + m) * hd).unwrap_or(&[]));
+                        }
+                        weigh_rows::<S, M, 1>(s, mode, out, &w[j..j + m], 0, m, &v[j * hd..], hd);
+                        j += m;
+                    }
+                } else if shared < count {
                     let out = &mut group[r * hd..(r + 1) * hd];
                     let w = &scores[r * KEY_TILE + shared..r * KEY_TILE + count];
                     let rows = &v[shared * hd..];

@@ -7,6 +7,9 @@
 //! chain of the 8-lane kernels (`scores_block`, `weigh_rows` in `lanes.rs`): its steps in
 //! increasing `k`, each `vmulps` then `vaddps` (two roundings) or one `vfmadd231ps`, so the
 //! bits are those of every other backend in the same mode; only 64 columns run at once.
+//!
+//! The softmax's `exp(s - max)` runs 16 lanes at a time here too ([`Wide::exp_shifted`]):
+//! the operations of the portable `exp`, one instruction each, in its order, never fused.
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 use super::super::gemm_avx512::Step;
@@ -28,6 +31,11 @@ pub(crate) trait Wide: Copy {
         c: &mut [f32],
         c_row: usize,
     ) -> bool;
+
+    /// `xs[j] = exp(xs[j] - top)` with the bits of [`exp`](super::super::exp::exp), over the
+    /// whole chunks of 16 from the start of `xs`; returns how many values it did (0 where it
+    /// has no such kernel), the rest are the caller's.
+    fn exp_shifted(self, xs: &mut [f32], top: f32) -> usize;
 }
 
 /// No wide kernel: every block runs on the 8-lane backend.
@@ -48,6 +56,11 @@ impl Wide for Narrow {
         _: usize,
     ) -> bool {
         false
+    }
+
+    #[inline(always)]
+    fn exp_shifted(self, _: &mut [f32], _: f32) -> usize {
+        0
     }
 }
 
@@ -77,8 +90,114 @@ fn reach(len: usize, step: usize, row: usize, width: usize) -> Option<usize> {
         .checked_add(width)
 }
 
+/// The constants of [`exp`](super::super::exp::exp) in the order the assembly reads them
+/// (byte offset `4·i`), each broadcast to 16 lanes from memory.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+static EXP_CONSTANTS: [u32; 16] = {
+    use super::super::exp::{EXP_MAX_ARG, EXP_MIN_ARG};
+    [
+        EXP_MIN_ARG.to_bits(),               // 0
+        EXP_MAX_ARG.to_bits(),               // 4
+        core::f32::consts::LOG2_E.to_bits(), // 8
+        12_582_912.0f32.to_bits(),           // 12: the rounding constant 1.5 · 2²³
+        0.693_359_4f32.to_bits(),            // 16: ln 2, high part
+        (-2.121_944_4e-4f32).to_bits(),      // 20: ln 2, low part
+        1.987_569_1e-4f32.to_bits(),         // 24: the polynomial, highest degree first
+        1.398_199_9e-3f32.to_bits(),         // 28
+        8.333_452e-3f32.to_bits(),           // 32
+        4.166_579_6e-2f32.to_bits(),         // 36
+        0.166_666_65f32.to_bits(),           // 40
+        0.5f32.to_bits(),                    // 44
+        1.0f32.to_bits(),                    // 48
+        127,                                 // 52: the exponent bias, an integer
+        f32::INFINITY.to_bits(),             // 56
+        0x7fc0_0000,                         // 60: f32::NAN
+    ]
+};
+
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 impl Wide for Avx512Attend {
+    #[inline(always)]
+    fn exp_shifted(self, xs: &mut [f32], top: f32) -> usize {
+        let chunks = xs.len() / 16;
+        if chunks == 0 {
+            return 0;
+        }
+        // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
+        // writes `xs[..16·chunks]`, inside the slice, and reads the 16 constants; it touches
+        // no other memory and no stack, and every vector and mask register it uses is
+        // call-clobbered (`clobber_abi`). Each step is one IEEE operation of `exp`, in its
+        // order, rounded alone (no fused multiply-add), so every lane gets `exp`'s bits.
+        unsafe {
+            core::arch::asm!(
+                "vbroadcastss zmm15, {top:x}",
+                "2:",
+                // x = xs - top; xc = clamp(x) (for NaN x, any value: the NaN is selected below).
+                "vmovups zmm0, [rsi]",
+                "vsubps zmm0, zmm0, zmm15",
+                "vmaxps zmm1, zmm0, dword ptr [{c}]{{1to16}}",
+                "vminps zmm1, zmm1, dword ptr [{c} + 4]{{1to16}}",
+                // t = xc·log2 e + magic; n = bits(t) - bits(magic); nf = t - magic.
+                "vmulps zmm2, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm2, zmm2, dword ptr [{c} + 12]{{1to16}}",
+                "vpsubd zmm3, zmm2, dword ptr [{c} + 12]{{1to16}}",
+                "vsubps zmm4, zmm2, dword ptr [{c} + 12]{{1to16}}",
+                // r = (xc - nf·ln2_hi) - nf·ln2_lo.
+                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm5, zmm1, zmm5",
+                "vmulps zmm6, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm5, zmm5, zmm6",
+                // p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5.
+                "vbroadcastss zmm6, dword ptr [{c} + 24]",
+                "vmulps zmm6, zmm6, zmm5",
+                "vaddps zmm6, zmm6, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm6, zmm6, zmm5",
+                "vaddps zmm6, zmm6, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm6, zmm6, zmm5",
+                "vaddps zmm6, zmm6, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm6, zmm6, zmm5",
+                "vaddps zmm6, zmm6, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm6, zmm6, zmm5",
+                "vaddps zmm6, zmm6, dword ptr [{c} + 44]{{1to16}}",
+                // er = (p·(r·r) + r) + 1.
+                "vmulps zmm7, zmm5, zmm5",
+                "vmulps zmm6, zmm6, zmm7",
+                "vaddps zmm6, zmm6, zmm5",
+                "vaddps zmm6, zmm6, dword ptr [{c} + 48]{{1to16}}",
+                // half = n >> 1; a = (half + 127) << 23; b = (n - half + 127) << 23.
+                "vpsrad zmm7, zmm3, 1",
+                "vpsubd zmm8, zmm3, zmm7",
+                "vpaddd zmm7, zmm7, dword ptr [{c} + 52]{{1to16}}",
+                "vpslld zmm7, zmm7, 23",
+                "vpaddd zmm8, zmm8, dword ptr [{c} + 52]{{1to16}}",
+                "vpslld zmm8, zmm8, 23",
+                // y = (er·a)·b.
+                "vmulps zmm6, zmm6, zmm7",
+                "vmulps zmm6, zmm6, zmm8",
+                // The special cases, on x: below the range 0, above it +inf, NaN the NaN.
+                "vcmpps k1, zmm0, dword ptr [{c}]{{1to16}}, 1",
+                "vcmpps k2, zmm0, dword ptr [{c} + 4]{{1to16}}, 14",
+                "vcmpps k3, zmm0, zmm0, 3",
+                "vpxord zmm9, zmm9, zmm9",
+                "vmovaps zmm6 {{k1}}, zmm9",
+                "vbroadcastss zmm6 {{k2}}, dword ptr [{c} + 56]",
+                "vbroadcastss zmm6 {{k3}}, dword ptr [{c} + 60]",
+                "vmovups [rsi], zmm6",
+                "add rsi, 64",
+                "dec rcx",
+                "jnz 2b",
+                "vzeroupper",
+                top = in(xmm_reg) top,
+                inout("rsi") xs.as_mut_ptr() => _,
+                inout("rcx") chunks => _,
+                c = in(reg) EXP_CONSTANTS.as_ptr(),
+                clobber_abi("C"),
+                options(nostack),
+            )
+        }
+        chunks * 16
+    }
+
     #[inline(always)]
     fn block_4x64(
         self,
@@ -189,5 +308,40 @@ impl Wide for Avx512Attend {
             },
         }
         true
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", feature = "std", not(feature = "loom")))]
+mod tests {
+    use super::super::super::exp::exp;
+    use super::super::super::gemm_avx512::Step;
+    use super::{Avx512Attend, Wide};
+
+    #[test]
+    fn wide_exp_has_the_bits_of_exp_on_every_class_of_input() {
+        let Some(wide) = Avx512Attend::detect(Step::Unfused) else {
+            return;
+        };
+        // Every 4099th bit pattern: normals, subnormals, zeros, infinities and NaNs of both
+        // signs, plus a ragged tail of 5 that the kernel must leave alone.
+        let inputs: Vec<f32> = (0..=u32::MAX)
+            .step_by(4099)
+            .map(f32::from_bits)
+            .chain([-87.3365, -87.3366, 88.72283, 88.7229, -0.0, 0.0, 1e-30])
+            .collect();
+        for top in [0.0f32, 1.5, -3.25, 80.0, f32::INFINITY] {
+            let mut got = inputs.clone();
+            let done = wide.exp_shifted(&mut got, top);
+            assert_eq!(done, inputs.len() - inputs.len() % 16);
+            for (i, (&x, &y)) in inputs.iter().zip(&got).enumerate() {
+                let want = if i < done { exp(x - top) } else { x };
+                assert_eq!(
+                    y.to_bits(),
+                    want.to_bits(),
+                    "x = {x:e} ({:#x}), top = {top}",
+                    x.to_bits()
+                );
+            }
+        }
     }
 }

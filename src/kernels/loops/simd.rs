@@ -595,6 +595,24 @@ pub(crate) fn prefetch(s: &[f32]) {
     let _ = s;
 }
 
+/// [`prefetch`] into the second-level cache only: for rows needed a few tiles later, which
+/// would evict the current tile's working set from L1.
+#[inline(always)]
+pub(crate) fn prefetch_l2(s: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in s.chunks(16) {
+        // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads no value and cannot
+        // fault, and the address is inside `s`.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(
+                line.as_ptr().cast(),
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = s;
+}
+
 #[cfg(target_arch = "aarch64")]
 mod neon_fma {
     //! [`Neon`] with a fused [`Simd::mul_add_native`] (`vfmaq_f32`, part of the aarch64
