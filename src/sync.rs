@@ -180,6 +180,38 @@ pub(crate) fn spin_round(round: u32) {
     }
 }
 
+/// Polls `ready` until it returns `true` or `window` of wall-clock time has passed; returns
+/// whether it became ready. The first microsecond or so spins with a CPU hint, the rest yields
+/// to the OS between polls, so a poller on a busy machine gives its core to whoever needs it.
+/// Inside a loom model, time decides nothing: it polls once.
+#[cfg(feature = "std")]
+pub(crate) fn poll_for(window: core::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+    #[cfg(feature = "loom")]
+    {
+        let _ = window;
+        ready()
+    }
+    #[cfg(not(feature = "loom"))]
+    {
+        for _ in 0..SPINS {
+            if ready() {
+                return true;
+            }
+            core::hint::spin_loop();
+        }
+        let started = std::time::Instant::now();
+        loop {
+            if ready() {
+                return true;
+            }
+            if started.elapsed() >= window {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// A process-wide value initialised once (std only; loom models build their pools locally).
 #[cfg(all(feature = "std", not(feature = "loom")))]
 pub(crate) use std::sync::OnceLock;

@@ -14,9 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::error::{ScheduleError, MAX_PARALLELISM};
 use super::region::Region;
-use crate::sync::{
-    spin_round, spin_rounds, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
-};
+use crate::sync::{poll_for, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc};
 
 /// Something a worker runs.
 pub(crate) enum Job {
@@ -90,22 +88,45 @@ impl PoolShared {
         }
     }
 
-    /// Queues a region's helper job for up to `helpers` workers.
+    /// Queues a region's helper job for up to `helpers` workers without waking any: workers
+    /// that are awake (polling after their last job) take it; [`PoolShared::wake`] rouses
+    /// sleeping ones once the region's caller knows the work is worth it.
     pub(crate) fn offer(&self, region: TrackedArc<Region>, helpers: usize) {
-        self.push(Job::Help(region), helpers);
+        if helpers == 0 {
+            return;
+        }
+        let mut queue = self.queue.lock();
+        self.enqueue(&mut queue, Job::Help(region), helpers);
+    }
+
+    /// Wakes up to `helpers` sleeping workers.
+    pub(crate) fn wake(&self, helpers: usize) {
+        let queue = self.queue.lock();
+        self.notify(&queue, helpers);
     }
 
     /// Queues `job` for `copies` workers and wakes as many sleeping ones as can help.
+    #[cfg(any(test, feature = "loom"))]
     pub(crate) fn push(&self, job: Job, copies: usize) {
         if copies == 0 {
             return;
         }
         let mut queue = self.queue.lock();
+        self.enqueue(&mut queue, job, copies);
+        self.notify(&queue, copies);
+    }
+
+    fn enqueue(&self, queue: &mut Queue, job: Job, copies: usize) {
         // Regions mostly end in the order they were opened, so dropping drained entries at
         // the front keeps the queue short even while every worker is busy.
-        self.drop_stale_front(&mut queue);
+        self.drop_stale_front(queue);
         queue.entries.push_back(Entry { job, copies });
         self.queued.fetch_add(copies, Ordering::Relaxed);
+    }
+
+    /// Wakes as many sleeping workers as `copies` can use (called with the queue locked, so no
+    /// worker can be between its last look at the queue and its sleep).
+    fn notify(&self, queue: &Queue, copies: usize) {
         let wake = queue.sleeping.min(copies);
         if wake == queue.sleeping {
             if wake > 0 {
@@ -118,14 +139,11 @@ impl PoolShared {
         }
     }
 
-    /// The next job for a worker, or `None` once the pool shuts down.
-    fn next_job(&self) -> Option<Job> {
-        for round in 0..spin_rounds() {
-            if self.queued.load(Ordering::Relaxed) > 0 {
-                break;
-            }
-            spin_round(round);
-        }
+    /// The next job for a worker, or `None` once the pool shuts down. First polls for up to
+    /// `*window` (see [`PollWindow`]), then sleeps until woken.
+    fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
+        let found = poll_for(window.get(), || self.queued.load(Ordering::Relaxed) > 0);
+        window.update(found);
         let mut queue = self.queue.lock();
         loop {
             if let Some(job) = self.take(&mut queue) {
@@ -172,8 +190,40 @@ impl PoolShared {
     }
 }
 
+/// How long an idle worker polls for the next job before it sleeps: back-to-back regions
+/// (a decoder's products and attention, a few microseconds apart) then find it awake and need
+/// no wake-up, while a pool whose regions come rarely goes to sleep at once. The window doubles
+/// (up to [`POLL_MAX`]) each time polling found a job and halves (down to [`POLL_MIN`]) each
+/// time it did not, so a worker polls long only while that keeps paying.
+struct PollWindow(core::time::Duration);
+
+/// The longest poll: about what a wake-up costs, so a worker never spends much more on
+/// polling than the wake-up it saves.
+const POLL_MAX: core::time::Duration = core::time::Duration::from_micros(100);
+/// The shortest poll, for a worker whose jobs come rarely.
+const POLL_MIN: core::time::Duration = core::time::Duration::from_micros(2);
+
+impl PollWindow {
+    fn new() -> Self {
+        Self(POLL_MAX)
+    }
+
+    fn get(&self) -> core::time::Duration {
+        self.0
+    }
+
+    fn update(&mut self, found: bool) {
+        self.0 = if found {
+            self.0.saturating_mul(2).min(POLL_MAX)
+        } else {
+            (self.0 / 2).max(POLL_MIN)
+        };
+    }
+}
+
 fn worker_main(shared: Arc<PoolShared>) {
-    while let Some(job) = shared.next_job() {
+    let mut window = PollWindow::new();
+    while let Some(job) = shared.next_job(&mut window) {
         // A region's helper never unwinds; anything else that does must not take the worker
         // (and every later region's help) down with it.
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| job.run())) {

@@ -113,15 +113,24 @@ impl Schedule for RayonSchedule {
             parallelism: self.parallelism,
             trace: self.trace.as_ref(),
         };
-        dispatch::for_range(forking, op, n, grain, body, |region, helpers| {
-            for _ in 0..helpers {
-                let region = region.clone();
-                let job = move || region.help();
-                match &self.pool {
-                    Some(pool) => pool.spawn(job),
-                    None => rayon::spawn(job),
+        // rayon wakes its own workers when a job is spawned, so there is nothing to `wake`.
+        dispatch::for_range(
+            forking,
+            op,
+            n,
+            grain,
+            body,
+            |region, helpers| {
+                for _ in 0..helpers {
+                    let region = region.clone();
+                    let job = move || region.help();
+                    match &self.pool {
+                        Some(pool) => pool.spawn(job),
+                        None => rayon::spawn(job),
+                    }
                 }
-            }
-        });
+            },
+            |_| {},
+        );
     }
 }

@@ -55,15 +55,22 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    /// Runs `body` over `chunks` (at least two), offering `chunks.len() - 1` helper jobs
-    /// through `offer`, and returns once every chunk has ended: `Err` with the first panic's
-    /// payload if a chunk panicked (the chunks not yet claimed by then were skipped).
+    /// Runs `body` over `chunks` (at least two), offering `helpers` helper jobs through
+    /// `offer`, and returns once every chunk has ended: `Err` with the first panic's payload if
+    /// a chunk panicked (the chunks not yet claimed by then were skipped).
+    ///
+    /// `offer` only publishes the jobs; `wake` is asked to rouse sleeping helpers, and only when
+    /// the chunks left after the caller's first one are worth a helper's late start (see
+    /// [`worth_waking`]): a helper that is awake takes a published job by itself, and the
+    /// caller can finish alone, so a region too short to pay for a wake-up never pays for one.
     ///
     /// Must not be called from inside a chunk (the schedule runs nested regions inline).
     pub(crate) fn run(
         chunks: Chunks,
+        helpers: usize,
         body: &Body<'_>,
         offer: impl FnOnce(TrackedArc<Region>, usize),
+        wake: impl FnOnce(usize),
     ) -> Result<(), Payload> {
         let count = chunks.len();
         debug_assert!(count >= 2, "a region that does not fork runs inline");
@@ -88,10 +95,25 @@ impl Region {
             ended: 1,
             caller: true,
         };
-        offer(TrackedArc::clone(&region), count - 1);
+        offer(TrackedArc::clone(&region), helpers);
         {
             let _mark = RegionMark::enter();
+            let mut wake = Some(wake);
+            // Inside a model, time decides nothing: helpers are always woken, at once.
+            #[cfg(feature = "loom")]
+            if let Some(wake) = wake.take() {
+                wake(helpers);
+            }
+            #[cfg(not(feature = "loom"))]
+            let started = std::time::Instant::now();
             caller.ended += region.run_claimed(0);
+            #[cfg(not(feature = "loom"))]
+            if worth_waking(started.elapsed(), region.unclaimed()) {
+                if let Some(wake) = wake.take() {
+                    wake(helpers);
+                }
+            }
+            drop(wake);
             while let Some(index) = region.claim() {
                 caller.ended += 1;
                 caller.ended += region.run_claimed(index);
@@ -139,6 +161,14 @@ impl Region {
     #[inline]
     pub(crate) fn is_drained(&self) -> bool {
         self.next.load(Ordering::Relaxed) >= self.chunks.len()
+    }
+
+    /// How many chunks nobody has claimed yet.
+    #[cfg(not(feature = "loom"))]
+    fn unclaimed(&self) -> usize {
+        self.chunks
+            .len()
+            .saturating_sub(self.next.load(Ordering::Relaxed))
     }
 
     /// Claims the next chunk. `Relaxed` suffices: the claim only needs `next`'s modification
@@ -204,6 +234,39 @@ impl Region {
         skipped
     }
 }
+
+/// The least work, in time on the caller alone, that pays for waking a sleeping helper: a
+/// woken thread starts tens of microseconds later (the wake-up, then a core and a warm cache),
+/// and it shortens the region only by half of what is left when it arrives. Below this the
+/// caller finishes alone and the wake-up's own cost (a system call on the caller) is saved.
+#[cfg(not(feature = "loom"))]
+pub(crate) const WAKE_WORTH: core::time::Duration = core::time::Duration::from_micros(50);
+
+/// Whether `unclaimed` chunks, each estimated to take as long as the caller's first one took
+/// (`first`), hold enough work to wake a sleeping helper for: at least [`WAKE_WORTH`].
+#[cfg(not(feature = "loom"))]
+pub(crate) fn worth_waking(first: core::time::Duration, unclaimed: usize) -> bool {
+    unclaimed > 0
+        && first.saturating_mul(u32::try_from(unclaimed).unwrap_or(u32::MAX)) >= WAKE_WORTH
+}
+
+/// How many chunks a region of `tasks` tasks cuts `n` units into: up to [`PIECES_PER_TASK`]
+/// per task, each still at least `grain` units, and never fewer than the tasks'
+/// [`Chunks::new`]`(n, grain, tasks)`. More chunks than tasks let whoever is running take the
+/// work a late helper would have had, so a helper that starts late delays the caller by one
+/// small chunk at most, not by half the region.
+pub(crate) fn pieces(n: usize, grain: usize, tasks: usize) -> Chunks {
+    let fit = n / grain.max(1);
+    let count = tasks.saturating_mul(PIECES_PER_TASK).min(fit);
+    if count <= tasks {
+        Chunks::new(n, grain, tasks)
+    } else {
+        Chunks::new(n, 1, count)
+    }
+}
+
+/// The most chunks per task a region cuts its units into (see [`pieces`]).
+pub(crate) const PIECES_PER_TASK: usize = 4;
 
 /// What one thread owes the latch: the chunks it claimed (run or not) plus the ones its
 /// failures skipped. Dropping it pays the debt — also while unwinding — and, for the caller,
