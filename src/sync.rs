@@ -143,42 +143,9 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How many rounds a waiter polls before it blocks: under std, a short spin and then a few
-/// dozen yields (tens of microseconds, like rayon's workers before they sleep), so that back-to
-/// -back regions find their helpers awake; none inside a loom model, where polling would only
-/// multiply the interleavings to explore.
+/// Spins with a CPU hint before a poller starts yielding (about a microsecond).
 #[cfg(feature = "std")]
-#[inline]
-pub(crate) fn spin_rounds() -> u32 {
-    if cfg!(feature = "loom") {
-        0
-    } else {
-        SPINS + YIELDS
-    }
-}
-
 const SPINS: u32 = 64;
-const YIELDS: u32 = 32;
-
-/// Round `round` of a poll loop: a CPU hint for the first rounds, then a yield to the OS
-/// scheduler (so a poller on a busy machine gives its core to the thread it waits for).
-#[cfg(feature = "std")]
-#[inline]
-pub(crate) fn spin_round(round: u32) {
-    #[cfg(feature = "loom")]
-    {
-        let _ = round;
-        loom::thread::yield_now();
-    }
-    #[cfg(not(feature = "loom"))]
-    {
-        if round < SPINS {
-            core::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
 
 /// Polls `ready` until it returns `true` or `window` of wall-clock time has passed; returns
 /// whether it became ready. The first microsecond or so spins with a CPU hint, the rest yields
