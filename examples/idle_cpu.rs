@@ -1,6 +1,7 @@
 //! What the pool costs when there is (almost) nothing to do: the CPU time the whole process
 //! uses, as a percentage of one core, while `hardware()` is fully idle for 2 s, then while it
-//! runs one tiny region (two units, grain 1, so it forks) every millisecond for 2 s.
+//! runs one tiny region (two units, grain 1, so it forks) every millisecond for 2 s, and, for
+//! scale, one region of 100 µs of work (enough to wake a helper) every millisecond.
 //!
 //! `cargo run --release --features parallel --example idle_cpu`
 //!
@@ -23,6 +24,14 @@ fn cpu_ns() -> u64 {
         .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// Busy work for `d` of wall-clock time.
+fn spin(d: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < d {
+        std::hint::spin_loop();
+    }
 }
 
 /// CPU percentage of one core that `f` uses over its wall-clock time.
@@ -58,6 +67,17 @@ fn main() {
             }
         }
     });
+    let busy_region = measure(|| {
+        let start = Instant::now();
+        let mut next = start;
+        while start.elapsed() < span {
+            pool.for_range(100, 1, &|s, e| spin(Duration::from_micros((e - s) as u64)));
+            next += period;
+            if let Some(rest) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(rest);
+            }
+        }
+    });
     // The same loop with nothing forked: the caller's own sleeping and timekeeping.
     let baseline = measure(|| {
         let start = Instant::now();
@@ -77,5 +97,8 @@ fn main() {
     println!(
         "regions' own cost:                 {:.2} % of a core",
         ticking - baseline
+    );
+    println!(
+        "one 100 µs region every 1 ms, 2 s: {busy_region:.2} % of a core (the work alone: 10 %)"
     );
 }
