@@ -8,6 +8,7 @@
 //! `cold_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}` and
 //! `warm_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}`.
 
+#[allow(dead_code)] // only the inputs: this bench compares two schedules of its own
 mod common;
 
 use std::hint::black_box;
