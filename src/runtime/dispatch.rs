@@ -4,7 +4,7 @@
 use alloc::string::ToString;
 
 use super::nesting;
-use super::region::{pieces, Body, Region};
+use super::region::{pieces, Body, Region, Wake};
 use crate::schedule::Chunks;
 use crate::sync::TrackedArc;
 use crate::trace::{TraceEvent, TraceSinkRef};
@@ -32,7 +32,7 @@ pub(crate) fn for_range(
     grain: usize,
     body: &Body<'_>,
     offer: impl FnOnce(TrackedArc<Region>, usize),
-    wake: impl FnOnce(usize),
+    wake: &dyn Wake,
 ) {
     let chunks = Chunks::new(n, grain, schedule.parallelism);
     let tasks = chunks.len();

@@ -13,8 +13,10 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::error::{ScheduleError, MAX_PARALLELISM};
-use super::region::Region;
-use crate::sync::{poll_for, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc};
+use super::region::{Region, Wake};
+use crate::sync::{
+    poll_for, thread, wait, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
+};
 
 /// Something a worker runs.
 pub(crate) enum Job {
@@ -73,6 +75,8 @@ pub(crate) struct PoolShared {
     work: Condvar,
     /// Job copies in the queue; lets an idle worker poll without the lock before it sleeps.
     queued: AtomicUsize,
+    /// Whether the last region was worth waking a helper for (see [`Wake`]).
+    last_worth: AtomicBool,
 }
 
 impl PoolShared {
@@ -85,6 +89,7 @@ impl PoolShared {
             }),
             work: Condvar::new(),
             queued: AtomicUsize::new(0),
+            last_worth: AtomicBool::new(false),
         }
     }
 
@@ -97,12 +102,6 @@ impl PoolShared {
         }
         let mut queue = self.queue.lock();
         self.enqueue(&mut queue, Job::Help(region), helpers);
-    }
-
-    /// Wakes up to `helpers` sleeping workers.
-    pub(crate) fn wake(&self, helpers: usize) {
-        let queue = self.queue.lock();
-        self.notify(&queue, helpers);
     }
 
     /// Queues `job` for `copies` workers and wakes as many sleeping ones as can help.
@@ -218,6 +217,26 @@ impl PollWindow {
         } else {
             (self.0 / 2).max(POLL_MIN)
         };
+    }
+}
+
+impl Wake for PoolShared {
+    /// Wakes up to `helpers` sleeping workers.
+    fn wake(&self, helpers: usize) {
+        let queue = self.queue.lock();
+        self.notify(&queue, helpers);
+    }
+
+    fn expects_worth(&self) -> bool {
+        self.last_worth.load(Ordering::Relaxed)
+    }
+
+    fn learn(&self, worth: bool) {
+        // Most regions repeat the last one's verdict: skip the write (and the cache line's
+        // trip between cores) then.
+        if self.last_worth.load(Ordering::Relaxed) != worth {
+            self.last_worth.store(worth, Ordering::Relaxed);
+        }
     }
 }
 

@@ -112,7 +112,7 @@ impl Schedule for PoolSchedule {
             grain,
             body,
             |region, helpers| shared.offer(region, helpers),
-            |helpers| shared.wake(helpers),
+            shared,
         );
     }
 }

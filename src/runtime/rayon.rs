@@ -132,7 +132,7 @@ impl Schedule for RayonSchedule {
                     }
                 }
             },
-            |_| {},
+            &|_| {},
         );
     }
 }

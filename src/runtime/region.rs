@@ -71,7 +71,7 @@ impl Region {
         helpers: usize,
         body: &Body<'_>,
         offer: impl FnOnce(TrackedArc<Region>, usize),
-        wake: impl FnOnce(usize),
+        wake: &dyn Wake,
     ) -> Result<(), Payload> {
         let count = chunks.len();
         debug_assert!(count >= 2, "a region that does not fork runs inline");
@@ -100,12 +100,16 @@ impl Region {
         offer(TrackedArc::clone(&region), helpers);
         {
             let _mark = RegionMark::enter();
-            let mut wake = Some(wake);
             // Inside a model, time decides nothing: helpers are always woken, at once.
             #[cfg(feature = "loom")]
-            if let Some(wake) = wake.take() {
-                wake(helpers);
-            }
+            wake.wake(helpers);
+            // A region like the last one that was worth a wake-up wakes before its first
+            // chunk rather than after it (a stream of large regions loses no chunk's time).
+            #[cfg(not(feature = "loom"))]
+            let woken = wake.expects_worth() && {
+                wake.wake(helpers);
+                true
+            };
             #[cfg(not(feature = "loom"))]
             let started = std::time::Instant::now();
             caller.ended += region.run_claimed(0);
@@ -115,13 +119,11 @@ impl Region {
                 // A helper's last chunk should end within about one chunk's time of the
                 // caller running out of chunks: poll that long before sleeping.
                 caller.poll = first.saturating_mul(2).clamp(POLL_LEAST, POLL_MOST);
-                if worth_waking(first, region.unclaimed()) {
-                    if let Some(wake) = wake.take() {
-                        wake(helpers);
-                    }
+                wake.learn(worth_waking(first, count - 1));
+                if !woken && worth_waking(first, region.unclaimed()) {
+                    wake.wake(helpers);
                 }
             }
-            drop(wake);
             while let Some(index) = region.claim() {
                 caller.ended += 1;
                 caller.ended += region.run_claimed(index);
@@ -284,6 +286,30 @@ pub(crate) fn pieces(n: usize, grain: usize, tasks: usize) -> Chunks {
 
 /// The most chunks per task a region cuts its units into (see [`pieces`]).
 pub(crate) const PIECES_PER_TASK: usize = 4;
+
+/// How a region rouses sleeping helpers, and what it remembers about the last region.
+pub(crate) trait Wake {
+    /// Wakes up to `helpers` sleeping helpers.
+    fn wake(&self, helpers: usize);
+
+    /// Whether the last region was worth a wake-up: then the next one wakes its helpers before
+    /// its first chunk instead of after it.
+    fn expects_worth(&self) -> bool {
+        false
+    }
+
+    /// Records whether this region was worth a wake-up, whoever ran its chunks.
+    fn learn(&self, worth: bool) {
+        let _ = worth;
+    }
+}
+
+/// A closure wakes and remembers nothing.
+impl<F: Fn(usize)> Wake for F {
+    fn wake(&self, helpers: usize) {
+        self(helpers);
+    }
+}
 
 /// What one thread owes the latch: the chunks it claimed (run or not) plus the ones its
 /// failures skipped. Dropping it pays the debt — also while unwinding — and, for the caller,

@@ -224,7 +224,7 @@ fn run_region(
                 offer(&region);
                 shared.offer(region, helpers);
             },
-            |helpers| shared.wake(helpers),
+            shared,
         )
     }));
     let mut calls = calls.into_inner().unwrap();
@@ -254,7 +254,7 @@ fn a_machinery_panic_on_the_caller_still_waits_for_claimed_chunks_and_unwinds() 
                     region.inject_machinery_fault(1);
                     pool.pool().shared().offer(region, helpers);
                 },
-                |helpers| pool.pool().shared().wake(helpers),
+                pool.pool().shared(),
             )
         }));
         (calls.into_inner().unwrap(), outcome.map(|r| r.is_ok()))
@@ -284,7 +284,7 @@ fn a_machinery_panic_on_a_helper_is_resumed_on_the_caller_and_the_helper_thread_
                 region.inject_machinery_fault(1);
                 helper = Some(std::thread::spawn(move || region.help()).join());
             },
-            |_| {},
+            &|_| {},
         );
         (calls.into_inner().unwrap(), outcome, helper.unwrap())
     });
@@ -388,4 +388,16 @@ fn a_pool_above_the_maximum_is_refused_before_any_thread_starts() {
         })
     );
     assert_eq!(spawned, 0);
+}
+
+#[test]
+fn a_pool_remembers_whether_the_last_region_was_worth_a_wake_up() {
+    use super::region::Wake;
+    let pool = dedicated(2).unwrap();
+    let shared = pool.pool().shared();
+    assert!(!shared.expects_worth(), "a new pool expects short regions");
+    shared.learn(true);
+    assert!(shared.expects_worth());
+    shared.learn(false);
+    assert!(!shared.expects_worth());
 }
