@@ -294,11 +294,13 @@ pub(crate) trait Wake {
 
     /// Whether the last region was worth a wake-up: then the next one wakes its helpers before
     /// its first chunk instead of after it.
+    #[cfg_attr(feature = "loom", allow(dead_code))] // models always wake at once
     fn expects_worth(&self) -> bool {
         false
     }
 
     /// Records whether this region was worth a wake-up, whoever ran its chunks.
+    #[cfg_attr(feature = "loom", allow(dead_code))]
     fn learn(&self, worth: bool) {
         let _ = worth;
     }
