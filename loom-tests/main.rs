@@ -266,3 +266,37 @@ fn a_late_helper_touches_nothing_freed() {
         drop(pool);
     });
 }
+
+/// (f) A region with more pieces than tasks (three units on a two-task pool: three pieces, one
+/// helper): caller and helper claim from one queue, every piece runs exactly once, and what
+/// the helper wrote is visible when the region returns, whichever pieces it took.
+#[test]
+fn more_pieces_than_tasks_each_run_once_and_are_visible_at_return() {
+    model(|| {
+        let pool = ModelPool::dedicated(2);
+        let cells = [
+            UnsafeCell::new(0usize),
+            UnsafeCell::new(0usize),
+            UnsafeCell::new(0usize),
+        ];
+        struct Cells<'a>(&'a [UnsafeCell<usize>; 3]);
+        // SAFETY: piece `i` is the only writer of cell `i` during the region (loom checks it).
+        unsafe impl Sync for Cells<'_> {}
+        let shared = Cells(&cells);
+        let calls = AtomicUsize::new(0);
+        pool.for_range(3, 1, &|start, end| {
+            let shared = &shared;
+            calls.fetch_add(1, Ordering::Relaxed);
+            for i in start..end {
+                // SAFETY: the region hands index `i` to exactly one piece; a second write
+                // would be a race loom reports.
+                shared.0[i].with_mut(|p| unsafe { *p += i + 1 });
+            }
+        });
+        // SAFETY: the region has returned; no piece runs any more.
+        let read: Vec<usize> = cells.iter().map(|c| c.with(|p| unsafe { *p })).collect();
+        assert_eq!(read, [1, 2, 3]);
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+        drop(pool);
+    });
+}

@@ -143,38 +143,39 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How many rounds a waiter polls before it blocks: under std, a short spin and then a few
-/// dozen yields (tens of microseconds, like rayon's workers before they sleep), so that back-to
-/// -back regions find their helpers awake; none inside a loom model, where polling would only
-/// multiply the interleavings to explore.
+/// Spins with a CPU hint before a poller starts yielding (about a microsecond).
 #[cfg(feature = "std")]
-#[inline]
-pub(crate) fn spin_rounds() -> u32 {
-    if cfg!(feature = "loom") {
-        0
-    } else {
-        SPINS + YIELDS
-    }
-}
-
 const SPINS: u32 = 64;
-const YIELDS: u32 = 32;
 
-/// Round `round` of a poll loop: a CPU hint for the first rounds, then a yield to the OS
-/// scheduler (so a poller on a busy machine gives its core to the thread it waits for).
+/// Polls `ready` until it returns `true` or `window` of wall-clock time has passed; returns
+/// whether it became ready. The first microsecond or so spins with a CPU hint, the rest yields
+/// to the OS between polls, so a poller on a busy machine gives its core to whoever needs it.
+/// Inside a loom model it does not poll at all (and returns `false`): time decides nothing
+/// there, and every extra load would multiply the interleavings to explore; the waiter's
+/// blocking path, which the models check, comes right after.
 #[cfg(feature = "std")]
-#[inline]
-pub(crate) fn spin_round(round: u32) {
+pub(crate) fn poll_for(window: core::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
     #[cfg(feature = "loom")]
     {
-        let _ = round;
-        loom::thread::yield_now();
+        let _ = (window, &mut ready);
+        false
     }
     #[cfg(not(feature = "loom"))]
     {
-        if round < SPINS {
+        for _ in 0..SPINS {
+            if ready() {
+                return true;
+            }
             core::hint::spin_loop();
-        } else {
+        }
+        let started = std::time::Instant::now();
+        loop {
+            if ready() {
+                return true;
+            }
+            if started.elapsed() >= window {
+                return false;
+            }
             std::thread::yield_now();
         }
     }

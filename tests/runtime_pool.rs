@@ -11,10 +11,10 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use runtime_support::{visit, watchdog, GRID_GRAIN, GRID_N};
+use runtime_support::{pieces, visit, watchdog, GRID_GRAIN, GRID_N};
 use skainet_schedule::ScheduleError;
 use skainet_schedule::{
-    platform_default_schedule, Chunks, CollectingSink, Schedule, ScheduleExt, TraceEvent, TraceSink,
+    platform_default_schedule, CollectingSink, Schedule, ScheduleExt, TraceEvent, TraceSink,
 };
 
 #[test]
@@ -26,10 +26,8 @@ fn every_index_is_visited_once_and_body_calls_match_the_chunk_count() {
             for grain in GRID_GRAIN {
                 let (seen, calls) = visit(&pool, n, grain);
                 assert_eq!(seen, vec![1; n], "n {n} grain {grain} p {parallelism}");
-                let chunks = Chunks::new(n, grain, parallelism);
-                assert_eq!(calls, chunks.len(), "n {n} grain {grain} p {parallelism}");
-                // On this grid no ceiling leaves an empty chunk: calls == tasks_for.
-                assert_eq!(calls, skainet_schedule::tasks_for(n, grain, parallelism));
+                let expected = pieces(n, grain, parallelism);
+                assert_eq!(calls, expected, "n {n} grain {grain} p {parallelism}");
             }
         }
     }
@@ -43,7 +41,7 @@ fn hardware_covers_the_grid_with_its_own_parallelism() {
         for grain in GRID_GRAIN {
             let (seen, calls) = visit(&pool, n, grain);
             assert_eq!(seen, vec![1; n]);
-            assert_eq!(calls, Chunks::new(n, grain, pool.parallelism()).len());
+            assert_eq!(calls, pieces(n, grain, pool.parallelism()));
         }
     }
 }
@@ -97,7 +95,8 @@ fn dedicated_three_is_named_and_covers() {
     assert_eq!(pool.parallelism(), 3);
     let (seen, calls) = visit(&pool, 100, 1);
     assert_eq!(seen, vec![1; 100]);
-    assert_eq!(calls, 3);
+    // 3 tasks, 12 pieces of 9 units (the last of 1).
+    assert_eq!(calls, 12);
 }
 
 #[test]
@@ -192,7 +191,8 @@ fn a_clone_keeps_the_pool_alive_until_the_last_handle_drops() {
     drop(pool);
     let (seen, calls) = visit(&other, 10, 1);
     assert_eq!(seen, vec![1; 10]);
-    assert_eq!(calls, 2);
+    // 2 tasks; 8 pieces would be of 2 units, which leaves 5.
+    assert_eq!(calls, 5);
 }
 
 #[test]

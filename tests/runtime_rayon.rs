@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use runtime_support::{
-    deliberate_panic, quiet_deliberate_panics, visit, watchdog, Deliberate, GRID_GRAIN, GRID_N,
+    deliberate_panic, pieces, quiet_deliberate_panics, visit, watchdog, Deliberate, GRID_GRAIN,
+    GRID_N,
 };
 use skainet_schedule::RayonSchedule;
-use skainet_schedule::{Chunks, CollectingSink, Schedule, ScheduleExt, TraceEvent};
+use skainet_schedule::{CollectingSink, Schedule, ScheduleExt, TraceEvent};
 
 fn adapter(threads: usize) -> RayonSchedule {
     let pool = rayon::ThreadPoolBuilder::new()
@@ -30,7 +31,7 @@ fn the_adapter_cuts_the_grid_like_every_schedule() {
             for grain in GRID_GRAIN {
                 let (seen, calls) = visit(&schedule, n, grain);
                 assert_eq!(seen, vec![1; n], "n {n} grain {grain} threads {threads}");
-                assert_eq!(calls, Chunks::new(n, grain, threads).len());
+                assert_eq!(calls, pieces(n, grain, threads));
             }
         }
     }
@@ -62,7 +63,8 @@ fn a_panic_in_an_adapter_chunk_reaches_the_caller_and_the_pool_survives() {
     .unwrap_err();
     assert_eq!(caught.downcast_ref::<Deliberate>(), Some(&Deliberate(2)));
     let (seen, calls) = visit(&schedule, 100, 1);
-    assert_eq!((seen, calls), (vec![1; 100], 4));
+    // 4 tasks, 16 pieces of 7 units leave 15.
+    assert_eq!((seen, calls), (vec![1; 100], 15));
 }
 
 #[test]

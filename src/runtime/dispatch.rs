@@ -4,7 +4,7 @@
 use alloc::string::ToString;
 
 use super::nesting;
-use super::region::{Body, Region};
+use super::region::{pieces, Body, Region, Wake};
 use crate::schedule::Chunks;
 use crate::sync::TrackedArc;
 use crate::trace::{TraceEvent, TraceSinkRef};
@@ -20,8 +20,10 @@ pub(crate) struct Forking<'a> {
 }
 
 /// Runs `body` over `[0, n)`: nothing when `n == 0`; inline as `body(0, n)` when there is one
-/// chunk or the calling thread is already inside a region; otherwise as a region whose helper
-/// jobs go to `offer`, emitting one `ScheduleRegion` event when the sink is enabled. A panic
+/// task or the calling thread is already inside a region; otherwise as a region of
+/// [`pieces`] whose `tasks - 1` helper jobs go to `offer` (and sleeping helpers are roused
+/// through `wake` when that pays), emitting one `ScheduleRegion` event (with the task count)
+/// when the sink is enabled. A panic
 /// in a chunk is resumed here after every chunk has ended (and after the event).
 pub(crate) fn for_range(
     schedule: Forking<'_>,
@@ -30,9 +32,11 @@ pub(crate) fn for_range(
     grain: usize,
     body: &Body<'_>,
     offer: impl FnOnce(TrackedArc<Region>, usize),
+    wake: &dyn Wake,
 ) {
     let chunks = Chunks::new(n, grain, schedule.parallelism);
-    match chunks.len() {
+    let tasks = chunks.len();
+    match tasks {
         0 => return,
         1 => return body(0, n),
         _ => {}
@@ -42,13 +46,13 @@ pub(crate) fn for_range(
     }
     let sink = schedule.trace.filter(|sink| sink.enabled());
     let started = sink.map(|_| std::time::Instant::now());
-    let outcome = Region::run(chunks, body, offer);
+    let outcome = Region::run(pieces(n, grain, tasks), tasks - 1, body, offer, wake);
     if let (Some(sink), Some(started)) = (sink, started) {
         sink.emit(TraceEvent::ScheduleRegion {
             op: op.to_string(),
             schedule: schedule.name.to_string(),
             elements: n,
-            tasks: chunks.len(),
+            tasks,
             duration: Some(started.elapsed()),
         });
     }

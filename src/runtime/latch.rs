@@ -1,6 +1,8 @@
 //! The latch a region's caller waits on: a count of chunks that have not ended yet.
 
-use crate::sync::{spin_round, spin_rounds, wait, AtomicUsize, Condvar, Mutex, Ordering};
+use core::time::Duration;
+
+use crate::sync::{poll_for, wait, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// Counts down to zero as chunks end (run, failed or skipped); the caller waits for zero.
 ///
@@ -49,13 +51,12 @@ impl CountLatch {
         self.remaining.load(Ordering::Acquire) == 0
     }
 
-    /// Returns once every chunk has ended: polls briefly, then blocks.
-    pub(crate) fn wait(&self) {
-        for round in 0..spin_rounds() {
-            if self.is_open() {
-                return;
-            }
-            spin_round(round);
+    /// Returns once every chunk has ended: polls for up to `poll`, then blocks. Blocking costs
+    /// the last chunk's thread a wake-up call and this one a wake-up's latency, so a caller
+    /// that expects the chunks still running to end soon should poll about that long.
+    pub(crate) fn wait(&self, poll: Duration) {
+        if poll_for(poll, || self.is_open()) {
+            return;
         }
         let mut sleeping = self.sleeper.lock();
         // Re-checked under the lock: the finisher decrements before it locks, so either we see
@@ -120,7 +121,7 @@ mod loom_models {
                 })
             });
             if !shared.latch.count_down(1) {
-                shared.latch.wait();
+                shared.latch.wait(core::time::Duration::ZERO);
             }
             // SAFETY: the latch is open, so both helpers' writes are done (what this checks).
             let seen = shared.cells.each_ref().map(|c| c.with(|p| unsafe { *p }));

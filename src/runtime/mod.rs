@@ -10,12 +10,20 @@
 //!
 //! # How a region runs
 //!
-//! `for_range(n, grain, body)` cuts `[0, n)` into [`Chunks`](crate::Chunks). With one chunk,
-//! or when the calling thread is already running a chunk of some region (any pool, any
-//! schedule of this module), it runs inline as `body(0, n)` and emits nothing. Otherwise the
-//! chunks become one shared queue: `tasks - 1` helper jobs are offered to the pool, the caller
-//! runs chunk 0, keeps claiming chunks until the queue is empty, then waits only for chunks
-//! that another thread has already claimed. A region that really forked emits one
+//! `for_range(n, grain, body)` sizes `[0, n)` into [`Chunks`](crate::Chunks): its tasks. With
+//! one task, or when the calling thread is already running a chunk of some region (any pool,
+//! any schedule of this module), it runs inline as `body(0, n)` and emits nothing. Otherwise
+//! the region cuts `[0, n)` into up to four *pieces* per task, each at least `grain` units
+//! (`Chunks::new(n, 1, pieces)`), and the pieces become one shared queue: `tasks - 1` helper
+//! jobs are published to the pool, the caller runs piece 0, keeps claiming pieces until the
+//! queue is empty, then waits only for pieces that another thread has already claimed. More
+//! pieces than tasks let whoever is running take what a late helper would have had.
+//!
+//! Workers that are awake (each polls for up to 100 µs after its last job, less while polling
+//! finds nothing) take published jobs by themselves. Sleeping ones are woken only when the
+//! pieces left after the caller's first one hold at least 50 µs of work by that piece's time:
+//! a wake-up costs the caller a system call and the helper tens of microseconds to start, so
+//! a short region on an idle pool runs on the caller alone and costs nothing on other cores. A region that really forked emits one
 //! `TraceEvent::ScheduleRegion` to an attached sink ([`PoolSchedule::with_trace`]). Only the
 //! chunks of a forked region mark their thread as nested; a one-chunk region leaves it
 //! unmarked, so a region its body opens may still fork (nothing else is running to

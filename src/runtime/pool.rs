@@ -13,9 +13,9 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::error::{ScheduleError, MAX_PARALLELISM};
-use super::region::Region;
+use super::region::{Region, Wake};
 use crate::sync::{
-    spin_round, spin_rounds, thread, wait, Arc, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
+    poll_for, thread, wait, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
 };
 
 /// Something a worker runs.
@@ -75,6 +75,8 @@ pub(crate) struct PoolShared {
     work: Condvar,
     /// Job copies in the queue; lets an idle worker poll without the lock before it sleeps.
     queued: AtomicUsize,
+    /// Whether the last region was worth waking a helper for (see [`Wake`]).
+    last_worth: AtomicBool,
 }
 
 impl PoolShared {
@@ -87,25 +89,43 @@ impl PoolShared {
             }),
             work: Condvar::new(),
             queued: AtomicUsize::new(0),
+            last_worth: AtomicBool::new(false),
         }
     }
 
-    /// Queues a region's helper job for up to `helpers` workers.
+    /// Queues a region's helper job for up to `helpers` workers without waking any: workers
+    /// that are awake (polling after their last job) take it; [`PoolShared::wake`] rouses
+    /// sleeping ones once the region's caller knows the work is worth it.
     pub(crate) fn offer(&self, region: TrackedArc<Region>, helpers: usize) {
-        self.push(Job::Help(region), helpers);
+        if helpers == 0 {
+            return;
+        }
+        let mut queue = self.queue.lock();
+        self.enqueue(&mut queue, Job::Help(region), helpers);
     }
 
     /// Queues `job` for `copies` workers and wakes as many sleeping ones as can help.
+    #[cfg(any(test, feature = "loom"))]
     pub(crate) fn push(&self, job: Job, copies: usize) {
         if copies == 0 {
             return;
         }
         let mut queue = self.queue.lock();
+        self.enqueue(&mut queue, job, copies);
+        self.notify(&queue, copies);
+    }
+
+    fn enqueue(&self, queue: &mut Queue, job: Job, copies: usize) {
         // Regions mostly end in the order they were opened, so dropping drained entries at
         // the front keeps the queue short even while every worker is busy.
-        self.drop_stale_front(&mut queue);
+        self.drop_stale_front(queue);
         queue.entries.push_back(Entry { job, copies });
         self.queued.fetch_add(copies, Ordering::Relaxed);
+    }
+
+    /// Wakes as many sleeping workers as `copies` can use (called with the queue locked, so no
+    /// worker can be between its last look at the queue and its sleep).
+    fn notify(&self, queue: &Queue, copies: usize) {
         let wake = queue.sleeping.min(copies);
         if wake == queue.sleeping {
             if wake > 0 {
@@ -118,14 +138,11 @@ impl PoolShared {
         }
     }
 
-    /// The next job for a worker, or `None` once the pool shuts down.
-    fn next_job(&self) -> Option<Job> {
-        for round in 0..spin_rounds() {
-            if self.queued.load(Ordering::Relaxed) > 0 {
-                break;
-            }
-            spin_round(round);
-        }
+    /// The next job for a worker, or `None` once the pool shuts down. First polls for up to
+    /// `*window` (see [`PollWindow`]), then sleeps until woken.
+    fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
+        let found = poll_for(window.get(), || self.queued.load(Ordering::Relaxed) > 0);
+        window.update(found);
         let mut queue = self.queue.lock();
         loop {
             if let Some(job) = self.take(&mut queue) {
@@ -172,8 +189,60 @@ impl PoolShared {
     }
 }
 
+/// How long an idle worker polls for the next job before it sleeps: back-to-back regions
+/// (a decoder's products and attention, a few microseconds apart) then find it awake and need
+/// no wake-up, while a pool whose regions come rarely goes to sleep at once. The window doubles
+/// (up to [`POLL_MAX`]) each time polling found a job and halves (down to [`POLL_MIN`]) each
+/// time it did not, so a worker polls long only while that keeps paying.
+struct PollWindow(core::time::Duration);
+
+/// The longest poll: about what a wake-up costs, so a worker never spends much more on
+/// polling than the wake-up it saves.
+const POLL_MAX: core::time::Duration = core::time::Duration::from_micros(100);
+/// The shortest poll, for a worker whose jobs come rarely.
+const POLL_MIN: core::time::Duration = core::time::Duration::from_micros(2);
+
+impl PollWindow {
+    fn new() -> Self {
+        Self(POLL_MAX)
+    }
+
+    fn get(&self) -> core::time::Duration {
+        self.0
+    }
+
+    fn update(&mut self, found: bool) {
+        self.0 = if found {
+            self.0.saturating_mul(2).min(POLL_MAX)
+        } else {
+            (self.0 / 2).max(POLL_MIN)
+        };
+    }
+}
+
+impl Wake for PoolShared {
+    /// Wakes up to `helpers` sleeping workers.
+    fn wake(&self, helpers: usize) {
+        let queue = self.queue.lock();
+        self.notify(&queue, helpers);
+    }
+
+    fn expects_worth(&self) -> bool {
+        self.last_worth.load(Ordering::Relaxed)
+    }
+
+    fn learn(&self, worth: bool) {
+        // Most regions repeat the last one's verdict: skip the write (and the cache line's
+        // trip between cores) then.
+        if self.last_worth.load(Ordering::Relaxed) != worth {
+            self.last_worth.store(worth, Ordering::Relaxed);
+        }
+    }
+}
+
 fn worker_main(shared: Arc<PoolShared>) {
-    while let Some(job) = shared.next_job() {
+    let mut window = PollWindow::new();
+    while let Some(job) = shared.next_job(&mut window) {
         // A region's helper never unwinds; anything else that does must not take the worker
         // (and every later region's help) down with it.
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| job.run())) {

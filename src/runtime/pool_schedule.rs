@@ -104,9 +104,16 @@ impl Schedule for PoolSchedule {
             parallelism: self.inner.pool.parallelism(),
             trace: self.trace.as_ref(),
         };
-        dispatch::for_range(forking, op, n, grain, body, |region, helpers| {
-            self.inner.pool.shared().offer(region, helpers)
-        });
+        let shared = self.inner.pool.shared();
+        dispatch::for_range(
+            forking,
+            op,
+            n,
+            grain,
+            body,
+            |region, helpers| shared.offer(region, helpers),
+            shared,
+        );
     }
 }
 

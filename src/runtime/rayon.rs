@@ -12,11 +12,12 @@ use crate::trace::TraceSinkRef;
 /// A schedule whose helper jobs run on a rayon pool: the global one or a given
 /// [`rayon::ThreadPool`]. Named `rayon(N)`, `N` being the pool's thread count.
 ///
-/// It cuts `[0, n)` exactly like every other schedule ([`Chunks`](crate::Chunks)) and shares
-/// the threaded schedule's region: the caller runs chunk 0 and drains the queue, each of the
-/// `tasks - 1` jobs spawned on rayon claims chunks while any are left, a panic skips the
-/// unclaimed chunks and is resumed on the caller after every claimed chunk ended, and a region
-/// opened inside a chunk (of this or any threaded schedule) runs inline.
+/// It sizes regions exactly like every other schedule (tasks from [`Chunks`](crate::Chunks),
+/// each region cut into up to four pieces per task) and shares the threaded schedule's region:
+/// the caller runs piece 0 and drains the queue, each of the `tasks - 1` jobs spawned on rayon
+/// claims pieces while any are left, a panic skips the unclaimed pieces and is resumed on the
+/// caller after every claimed piece ended, and a region opened inside a piece (of this or any
+/// threaded schedule) runs inline. rayon wakes its own threads, at once.
 ///
 /// Differences from [`PoolSchedule`](super::PoolSchedule), as far as rayon goes:
 ///
@@ -40,7 +41,8 @@ use crate::trace::TraceSinkRef;
 /// schedule.for_range(10, 1, &|_start, _end| {
 ///     calls.fetch_add(1, Ordering::Relaxed);
 /// });
-/// assert_eq!(calls.into_inner(), 2);
+/// // 2 tasks; 8 pieces would be of 2 units, which leaves 5.
+/// assert_eq!(calls.into_inner(), 5);
 /// ```
 #[derive(Clone)]
 pub struct RayonSchedule {
@@ -113,15 +115,24 @@ impl Schedule for RayonSchedule {
             parallelism: self.parallelism,
             trace: self.trace.as_ref(),
         };
-        dispatch::for_range(forking, op, n, grain, body, |region, helpers| {
-            for _ in 0..helpers {
-                let region = region.clone();
-                let job = move || region.help();
-                match &self.pool {
-                    Some(pool) => pool.spawn(job),
-                    None => rayon::spawn(job),
+        // rayon wakes its own workers when a job is spawned, so there is nothing to `wake`.
+        dispatch::for_range(
+            forking,
+            op,
+            n,
+            grain,
+            body,
+            |region, helpers| {
+                for _ in 0..helpers {
+                    let region = region.clone();
+                    let job = move || region.help();
+                    match &self.pool {
+                        Some(pool) => pool.spawn(job),
+                        None => rayon::spawn(job),
+                    }
                 }
-            }
-        });
+            },
+            &|_| {},
+        );
     }
 }

@@ -15,6 +15,7 @@
 
 use alloc::boxed::Box;
 use core::any::Any;
+use core::time::Duration;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::latch::CountLatch;
@@ -55,15 +56,22 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    /// Runs `body` over `chunks` (at least two), offering `chunks.len() - 1` helper jobs
-    /// through `offer`, and returns once every chunk has ended: `Err` with the first panic's
-    /// payload if a chunk panicked (the chunks not yet claimed by then were skipped).
+    /// Runs `body` over `chunks` (at least two), offering `helpers` helper jobs through
+    /// `offer`, and returns once every chunk has ended: `Err` with the first panic's payload if
+    /// a chunk panicked (the chunks not yet claimed by then were skipped).
+    ///
+    /// `offer` only publishes the jobs; `wake` is asked to rouse sleeping helpers, and only when
+    /// the chunks left after the caller's first one are worth a helper's late start (see
+    /// [`worth_waking`]): a helper that is awake takes a published job by itself, and the
+    /// caller can finish alone, so a region too short to pay for a wake-up never pays for one.
     ///
     /// Must not be called from inside a chunk (the schedule runs nested regions inline).
     pub(crate) fn run(
         chunks: Chunks,
+        helpers: usize,
         body: &Body<'_>,
         offer: impl FnOnce(TrackedArc<Region>, usize),
+        wake: &dyn Wake,
     ) -> Result<(), Payload> {
         let count = chunks.len();
         debug_assert!(count >= 2, "a region that does not fork runs inline");
@@ -87,11 +95,35 @@ impl Region {
             region: &region,
             ended: 1,
             caller: true,
+            poll: Duration::ZERO,
         };
-        offer(TrackedArc::clone(&region), count - 1);
+        offer(TrackedArc::clone(&region), helpers);
         {
             let _mark = RegionMark::enter();
+            // Inside a model, time decides nothing: helpers are always woken, at once.
+            #[cfg(feature = "loom")]
+            wake.wake(helpers);
+            // A region like the last one that was worth a wake-up wakes before its first
+            // chunk rather than after it (a stream of large regions loses no chunk's time).
+            #[cfg(not(feature = "loom"))]
+            let woken = wake.expects_worth() && {
+                wake.wake(helpers);
+                true
+            };
+            #[cfg(not(feature = "loom"))]
+            let started = std::time::Instant::now();
             caller.ended += region.run_claimed(0);
+            #[cfg(not(feature = "loom"))]
+            {
+                let first = started.elapsed();
+                // A helper's last chunk should end within about one chunk's time of the
+                // caller running out of chunks: poll that long before sleeping.
+                caller.poll = first.saturating_mul(2).clamp(POLL_LEAST, POLL_MOST);
+                wake.learn(worth_waking(first, count - 1));
+                if !woken && worth_waking(first, region.unclaimed()) {
+                    wake.wake(helpers);
+                }
+            }
             while let Some(index) = region.claim() {
                 caller.ended += 1;
                 caller.ended += region.run_claimed(index);
@@ -119,6 +151,7 @@ impl Region {
             region: self,
             ended: 0,
             caller: false,
+            poll: Duration::ZERO,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let _mark = RegionMark::enter();
@@ -139,6 +172,14 @@ impl Region {
     #[inline]
     pub(crate) fn is_drained(&self) -> bool {
         self.next.load(Ordering::Relaxed) >= self.chunks.len()
+    }
+
+    /// How many chunks nobody has claimed yet.
+    #[cfg(not(feature = "loom"))]
+    fn unclaimed(&self) -> usize {
+        self.chunks
+            .len()
+            .saturating_sub(self.next.load(Ordering::Relaxed))
     }
 
     /// Claims the next chunk. `Relaxed` suffices: the claim only needs `next`'s modification
@@ -205,6 +246,73 @@ impl Region {
     }
 }
 
+/// The least work, in time on the caller alone, that pays for waking a sleeping helper: a
+/// woken thread starts tens of microseconds later (the wake-up, then a core and a warm cache),
+/// and it shortens the region only by half of what is left when it arrives. Below this the
+/// caller finishes alone and the wake-up's own cost (a system call on the caller) is saved.
+#[cfg(not(feature = "loom"))]
+pub(crate) const WAKE_WORTH: Duration = Duration::from_micros(50);
+
+/// Whether `unclaimed` chunks, each estimated to take as long as the caller's first one took
+/// (`first`), hold enough work to wake a sleeping helper for: at least [`WAKE_WORTH`].
+#[cfg(not(feature = "loom"))]
+pub(crate) fn worth_waking(first: Duration, unclaimed: usize) -> bool {
+    unclaimed > 0
+        && first.saturating_mul(u32::try_from(unclaimed).unwrap_or(u32::MAX)) >= WAKE_WORTH
+}
+
+/// The least and most time a caller polls for its helpers' last chunks before it sleeps:
+/// sleeping costs the helper that ends last a wake-up call (about 10 µs on a virtual machine)
+/// and the caller as much again before it runs.
+#[cfg(not(feature = "loom"))]
+const POLL_LEAST: Duration = Duration::from_micros(20);
+#[cfg(not(feature = "loom"))]
+const POLL_MOST: Duration = Duration::from_millis(1);
+
+/// How many chunks a region of `tasks` tasks cuts `n` units into: up to [`PIECES_PER_TASK`]
+/// per task, each still at least `grain` units, and never fewer than the tasks'
+/// [`Chunks::new`]`(n, grain, tasks)`. More chunks than tasks let whoever is running take the
+/// work a late helper would have had, so a helper that starts late delays the caller by one
+/// small chunk at most, not by half the region.
+pub(crate) fn pieces(n: usize, grain: usize, tasks: usize) -> Chunks {
+    let fit = n / grain.max(1);
+    let count = tasks.saturating_mul(PIECES_PER_TASK).min(fit);
+    if count <= tasks {
+        Chunks::new(n, grain, tasks)
+    } else {
+        Chunks::new(n, 1, count)
+    }
+}
+
+/// The most chunks per task a region cuts its units into (see [`pieces`]).
+pub(crate) const PIECES_PER_TASK: usize = 4;
+
+/// How a region rouses sleeping helpers, and what it remembers about the last region.
+pub(crate) trait Wake {
+    /// Wakes up to `helpers` sleeping helpers.
+    fn wake(&self, helpers: usize);
+
+    /// Whether the last region was worth a wake-up: then the next one wakes its helpers before
+    /// its first chunk instead of after it.
+    #[cfg_attr(feature = "loom", allow(dead_code))] // models always wake at once
+    fn expects_worth(&self) -> bool {
+        false
+    }
+
+    /// Records whether this region was worth a wake-up, whoever ran its chunks.
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn learn(&self, worth: bool) {
+        let _ = worth;
+    }
+}
+
+/// A closure wakes and remembers nothing.
+impl<F: Fn(usize)> Wake for F {
+    fn wake(&self, helpers: usize) {
+        self(helpers);
+    }
+}
+
 /// What one thread owes the latch: the chunks it claimed (run or not) plus the ones its
 /// failures skipped. Dropping it pays the debt — also while unwinding — and, for the caller,
 /// is the wait; a helper that brings the count to zero wakes the caller.
@@ -212,6 +320,8 @@ struct LatchShare<'a> {
     region: &'a Region,
     ended: usize,
     caller: bool,
+    /// How long the caller polls the latch before it sleeps.
+    poll: Duration,
 }
 
 impl Drop for LatchShare<'_> {
@@ -222,7 +332,7 @@ impl Drop for LatchShare<'_> {
             // the latch can open without any helper.
             self.ended += region.skip_unclaimed();
             if !region.latch.count_down(self.ended) {
-                region.latch.wait();
+                region.latch.wait(self.poll);
             }
         } else if region.latch.count_down(self.ended) {
             region.latch.wake();

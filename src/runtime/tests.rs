@@ -29,13 +29,40 @@ fn visits(schedule: &dyn Schedule, n: usize, grain: usize) -> (Vec<usize>, usize
 }
 
 #[test]
-fn region_visits_every_index_once_and_calls_the_body_once_per_chunk() {
+fn region_visits_every_index_once_and_calls_the_body_once_per_piece() {
     let pool = dedicated(3).unwrap();
     for grain in [1, 2, 100] {
         let (seen, calls) = visits(&pool, N, grain);
         assert_eq!(seen, alloc::vec![1; N]);
-        assert_eq!(calls, Chunks::new(N, grain, 3).len());
+        let tasks = Chunks::new(N, grain, 3).len();
+        assert_eq!(calls, region::pieces(N, grain, tasks).len());
     }
+}
+
+#[test]
+fn a_region_has_up_to_four_pieces_per_task_each_at_least_the_grain() {
+    let counts = |n, grain, tasks| {
+        let pieces = region::pieces(n, grain, tasks);
+        (pieces.len(), pieces.chunk_len())
+    };
+    // 1000 units over 2 tasks: 8 pieces of 125.
+    assert_eq!(counts(1000, 1, 2), (8, 125));
+    // A grain of 300 leaves room for 3 pieces of at least 300 (334, 334, 332).
+    assert_eq!(counts(1000, 300, 2), (3, 334));
+    // No room for more pieces than tasks: the tasks' own chunks.
+    assert_eq!(counts(100, 40, 3), (3, 34));
+    assert_eq!(counts(2, 1, 2), (2, 1));
+    // Exact at the top of the range.
+    assert_eq!(counts(usize::MAX, 1, 2), (8, usize::MAX.div_ceil(8)));
+}
+
+#[test]
+fn a_tiny_region_is_not_worth_waking_a_helper_for() {
+    use core::time::Duration;
+    assert!(!region::worth_waking(Duration::from_nanos(100), 7));
+    assert!(!region::worth_waking(Duration::from_secs(1), 0));
+    assert!(region::worth_waking(Duration::from_micros(10), 5));
+    assert!(!region::worth_waking(Duration::from_micros(10), 4));
 }
 
 #[test]
@@ -187,11 +214,18 @@ fn run_region(
     let calls = std::sync::Mutex::new(Vec::new());
     let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
     let chunks = Chunks::new(n, 1, pool.parallelism());
+    let shared = pool.pool().shared();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        region::Region::run(chunks, &body, |region, helpers| {
-            offer(&region);
-            pool.pool().shared().offer(region, helpers);
-        })
+        region::Region::run(
+            chunks,
+            chunks.len() - 1,
+            &body,
+            |region, helpers| {
+                offer(&region);
+                shared.offer(region, helpers);
+            },
+            shared,
+        )
     }));
     let mut calls = calls.into_inner().unwrap();
     calls.sort_unstable();
@@ -212,10 +246,16 @@ fn a_machinery_panic_on_the_caller_still_waits_for_claimed_chunks_and_unwinds() 
         let calls = std::sync::Mutex::new(Vec::new());
         let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            region::Region::run(chunks, &body, |region, helpers| {
-                region.inject_machinery_fault(1);
-                pool.pool().shared().offer(region, helpers);
-            })
+            region::Region::run(
+                chunks,
+                3,
+                &body,
+                |region, helpers| {
+                    region.inject_machinery_fault(1);
+                    pool.pool().shared().offer(region, helpers);
+                },
+                pool.pool().shared(),
+            )
         }));
         (calls.into_inner().unwrap(), outcome.map(|r| r.is_ok()))
     });
@@ -236,10 +276,16 @@ fn a_machinery_panic_on_a_helper_is_resumed_on_the_caller_and_the_helper_thread_
         let calls = std::sync::Mutex::new(Vec::new());
         let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
         let mut helper = None;
-        let outcome = region::Region::run(chunks, &body, |region, _helpers| {
-            region.inject_machinery_fault(1);
-            helper = Some(std::thread::spawn(move || region.help()).join());
-        });
+        let outcome = region::Region::run(
+            chunks,
+            3,
+            &body,
+            |region, _helpers| {
+                region.inject_machinery_fault(1);
+                helper = Some(std::thread::spawn(move || region.help()).join());
+            },
+            &|_| {},
+        );
         (calls.into_inner().unwrap(), outcome, helper.unwrap())
     });
     assert!(helper.is_ok(), "the helper unwound out of `help`");
@@ -342,4 +388,16 @@ fn a_pool_above_the_maximum_is_refused_before_any_thread_starts() {
         })
     );
     assert_eq!(spawned, 0);
+}
+
+#[test]
+fn a_pool_remembers_whether_the_last_region_was_worth_a_wake_up() {
+    use super::region::Wake;
+    let pool = dedicated(2).unwrap();
+    let shared = pool.pool().shared();
+    assert!(!shared.expects_worth(), "a new pool expects short regions");
+    shared.learn(true);
+    assert!(shared.expects_worth());
+    shared.learn(false);
+    assert!(!shared.expects_worth());
 }

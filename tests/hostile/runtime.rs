@@ -28,8 +28,19 @@ fn ranges(schedule: &dyn Schedule, n: usize) -> Vec<(usize, usize)> {
     seen
 }
 
+/// The ranges a schedule of `parallelism` tasks cuts a huge `n` (grain 1) into: one range
+/// with one task, else four pieces per task (`n` leaves room for them), each exact.
+fn pieces(n: usize, parallelism: usize) -> Vec<(usize, usize)> {
+    let tasks = Chunks::new(n, 1, parallelism).len();
+    let pieces = if tasks < 2 { tasks } else { tasks * 4 };
+    Chunks::new(n, 1, pieces)
+        .iter()
+        .map(|r| (r.start, r.end))
+        .collect()
+}
+
 /// Checks that `ranges` (sorted) are non-empty, disjoint, and cover `[0, n)` exactly: the
-/// lengths add up to `n` without overflow, and they are exactly the chunks of [`Chunks`].
+/// lengths add up to `n` without overflow, and they are exactly the region's [`pieces`].
 fn assert_exact_cover(schedule: &dyn Schedule, n: usize) {
     let got = ranges(schedule, n);
     let name = schedule.name();
@@ -45,11 +56,7 @@ fn assert_exact_cover(schedule: &dyn Schedule, n: usize) {
         .iter()
         .try_fold(0usize, |sum, &(start, end)| sum.checked_add(end - start));
     assert_eq!(total, Some(n), "{name}: lengths of {got:?}");
-    let expected: Vec<(usize, usize)> = Chunks::new(n, 1, schedule.parallelism())
-        .iter()
-        .map(|r| (r.start, r.end))
-        .collect();
-    assert_eq!(got, expected, "{name}, n = {n}");
+    assert_eq!(got, pieces(n, schedule.parallelism()), "{name}, n = {n}");
 }
 
 /// Every huge `n` on `schedule`, then a small region on the same schedule: still whole.
@@ -92,11 +99,7 @@ fn try_for_range_covers_usize_max_exactly() {
     assert_eq!(outcome, Ok(()));
     let mut seen = seen.into_inner().unwrap();
     seen.sort_unstable();
-    let expected: Vec<(usize, usize)> = Chunks::new(usize::MAX, 1, schedule.parallelism())
-        .iter()
-        .map(|r| (r.start, r.end))
-        .collect();
-    assert_eq!(seen, expected);
+    assert_eq!(seen, pieces(usize::MAX, schedule.parallelism()));
 }
 
 /// The schedule `try_for_range_covers_usize_max_exactly` runs on: a threaded one if built.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use skainet_schedule::Schedule;
+use skainet_schedule::{Chunks, Schedule};
 
 /// Aborts the test process with a message if it is still alive after `limit`.
 #[must_use = "the watchdog stops watching when dropped"]
@@ -86,3 +86,19 @@ pub fn visit(schedule: &dyn Schedule, n: usize, grain: usize) -> (Vec<usize>, us
 pub const GRID_N: [usize; 6] = [0, 1, 7, 255, 1000, 4097];
 /// Grains of the coverage grid.
 pub const GRID_GRAIN: [usize; 3] = [1, 17, 10_000];
+
+/// How many times a region of `n` units with `grain` calls its body under a schedule of
+/// `parallelism` tasks (outside any region): once when it has one task; else it is cut into
+/// up to four pieces per task, each at least `grain` units, never fewer than its tasks.
+pub fn pieces(n: usize, grain: usize, parallelism: usize) -> usize {
+    let tasks = Chunks::new(n, grain, parallelism).len();
+    if tasks < 2 {
+        return tasks;
+    }
+    let count = (tasks * 4).min(n / grain.max(1));
+    if count <= tasks {
+        tasks
+    } else {
+        Chunks::new(n, 1, count).len()
+    }
+}

@@ -1,0 +1,96 @@
+//! Cold regions: the attention grid of `sdpa_schedule` (heads {8, 32} × Sk {128, 1024, 4096}
+//! × Sq {1, 64}, hd 64, causal) called after 1 ms of sleep, so that the pool's workers have gone
+//! back to sleep and every region starts with helpers that must be woken. `Sequential` and
+//! `hardware()` sit in one group per shape, so their ratio comes from one run; `warm` groups
+//! time back-to-back calls for comparison.
+//!
+//! `cargo bench --features parallel --bench cold_pool [-- FILTER]`; ids read
+//! `cold_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}` and
+//! `warm_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}`.
+
+#[allow(dead_code)] // only the inputs: this bench compares two schedules of its own
+mod common;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use skainet_schedule::{scaled_dot_product_attention, Schedule, SdpaOptions, Sequential};
+
+use common::tensor;
+
+const HD: usize = 64;
+
+/// How long the caller sleeps before each timed call: far longer than any worker keeps
+/// polling, so every call finds the pool asleep.
+const COLD_SLEEP: Duration = Duration::from_millis(1);
+
+/// Timed calls per sample at most: criterion sizes samples by the timed duration only, which
+/// leaves out the sleeps, so an uncapped sample of a 20 µs call would sleep for minutes.
+const MAX_CALLS_PER_SAMPLE: u64 = 40;
+
+fn bench_cold(c: &mut Criterion) {
+    let options = SdpaOptions {
+        scale: None,
+        causal: true,
+    };
+    let schedules: [(&str, Box<dyn Schedule>); 2] = [
+        ("sequential", Box::new(Sequential)),
+        ("hardware", Box::new(skainet_schedule::hardware())),
+    ];
+    for heads in [8usize, 32] {
+        for sk in [128usize, 1024, 4096] {
+            for sq in [1usize, 64] {
+                let q = tensor(vec![1, heads, sq, HD], 1);
+                let k = tensor(vec![1, heads, sk, HD], 2);
+                let v = tensor(vec![1, heads, sk, HD], 3);
+                let call = |schedule: &dyn Schedule| {
+                    scaled_dot_product_attention(
+                        black_box(&q),
+                        black_box(&k),
+                        black_box(&v),
+                        None,
+                        &options,
+                        schedule,
+                    )
+                    .expect("valid shapes")
+                };
+                let mut group = c.benchmark_group(format!("cold_pool/h{heads}_sk{sk}_sq{sq}"));
+                group
+                    .sampling_mode(SamplingMode::Flat)
+                    .sample_size(10)
+                    .warm_up_time(Duration::from_millis(200))
+                    .measurement_time(Duration::from_millis(500));
+                for (name, schedule) in &schedules {
+                    group.bench_function(*name, |bench| {
+                        bench.iter_custom(|iters| {
+                            let calls = iters.clamp(1, MAX_CALLS_PER_SAMPLE);
+                            let mut timed = Duration::ZERO;
+                            for _ in 0..calls {
+                                std::thread::sleep(COLD_SLEEP);
+                                let started = Instant::now();
+                                black_box(call(schedule.as_ref()));
+                                timed += started.elapsed();
+                            }
+                            // The mean of the calls made, as if all `iters` had been made.
+                            timed.mul_f64(iters as f64 / calls as f64)
+                        })
+                    });
+                }
+                group.finish();
+                let mut group = c.benchmark_group(format!("warm_pool/h{heads}_sk{sk}_sq{sq}"));
+                group
+                    .sample_size(10)
+                    .warm_up_time(Duration::from_millis(200))
+                    .measurement_time(Duration::from_millis(500));
+                for (name, schedule) in &schedules {
+                    group.bench_function(*name, |bench| bench.iter(|| call(schedule.as_ref())));
+                }
+                group.finish();
+            }
+        }
+    }
+}
+
+criterion_group!(benches, bench_cold);
+criterion_main!(benches);

@@ -1,0 +1,104 @@
+//! What the pool costs when there is (almost) nothing to do: the CPU time the whole process
+//! uses, as a percentage of one core, while `hardware()` is fully idle for 2 s, then while it
+//! runs one tiny region (two units, grain 1, so it forks) every millisecond for 2 s, and, for
+//! scale, one region of 100 µs of work (enough to wake a helper) every millisecond.
+//!
+//! `cargo run --release --features parallel --example idle_cpu`
+//!
+//! Linux only: CPU time is the sum over the process's threads of the nanoseconds in
+//! `/proc/self/task/*/schedstat`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use skainet_schedule::Schedule;
+
+/// Nanoseconds of CPU the process's threads have run so far.
+fn cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        eprintln!("idle_cpu: /proc/self/task is not readable (Linux only)");
+        std::process::exit(2);
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Busy work for `d` of wall-clock time.
+fn spin(d: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// CPU percentage of one core that `f` uses over its wall-clock time.
+fn measure(f: impl FnOnce()) -> f64 {
+    let (cpu, wall) = (cpu_ns(), Instant::now());
+    f();
+    let (cpu, wall) = (cpu_ns() - cpu, wall.elapsed());
+    100.0 * cpu as f64 / wall.as_nanos() as f64
+}
+
+fn main() {
+    let pool = skainet_schedule::hardware();
+    let period = Duration::from_millis(1);
+    let span = Duration::from_secs(2);
+    // Starts the workers, then lets them settle into sleep.
+    pool.for_range(2, 1, &|s, e| {
+        black_box((s, e));
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let idle = measure(|| std::thread::sleep(span));
+    let mut regions = 0u64;
+    let ticking = measure(|| {
+        let start = Instant::now();
+        let mut next = start;
+        while start.elapsed() < span {
+            pool.for_range(2, 1, &|s, e| {
+                black_box((s, e));
+            });
+            regions += 1;
+            next += period;
+            if let Some(rest) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(rest);
+            }
+        }
+    });
+    let busy_region = measure(|| {
+        let start = Instant::now();
+        let mut next = start;
+        while start.elapsed() < span {
+            pool.for_range(100, 1, &|s, e| spin(Duration::from_micros((e - s) as u64)));
+            next += period;
+            if let Some(rest) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(rest);
+            }
+        }
+    });
+    // The same loop with nothing forked: the caller's own sleeping and timekeeping.
+    let baseline = measure(|| {
+        let start = Instant::now();
+        let mut next = start;
+        while start.elapsed() < span {
+            black_box(());
+            next += period;
+            if let Some(rest) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(rest);
+            }
+        }
+    });
+    println!("pool: {}", pool.name());
+    println!("fully idle, 2 s:                   {idle:.2} % of a core");
+    println!("one tiny region every 1 ms, 2 s:   {ticking:.2} % of a core ({regions} regions)");
+    println!("the same loop without regions:     {baseline:.2} % of a core");
+    println!(
+        "regions' own cost:                 {:.2} % of a core",
+        ticking - baseline
+    );
+    println!(
+        "one 100 µs region every 1 ms, 2 s: {busy_region:.2} % of a core (the work alone: 10 %)"
+    );
+}
