@@ -330,3 +330,24 @@ fn a_disabled_sink_is_sent_nothing() {
     pool.for_range(10, 1, &|_, _| {});
     assert_eq!(sink.0.load(Ordering::Relaxed), 0);
 }
+
+#[test]
+fn a_cold_pool_wakes_its_helper_at_once_for_one_unit_per_task() {
+    // Once its worker has gone to sleep, a region of one unit per task must still run both
+    // units at once: the first unit is half the work, too much to run before deciding to wake.
+    // Each unit waits for the other, so running them one after the other never ends.
+    let _dog = watchdog("cold coarse region", Duration::from_secs(30));
+    let pool = skainet_schedule::dedicated(2).unwrap();
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(20));
+        let meet = Barrier::new(2);
+        let threads = Mutex::new(Vec::new());
+        pool.for_range(2, 1, &|_, _| {
+            meet.wait();
+            threads.lock().unwrap().push(thread::current().id());
+        });
+        let threads = threads.into_inner().unwrap();
+        assert_eq!(threads.len(), 2);
+        assert_ne!(threads[0], threads[1]);
+    }
+}

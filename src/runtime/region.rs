@@ -105,8 +105,13 @@ impl Region {
             wake.wake(helpers);
             // A region like the last one that was worth a wake-up wakes before its first
             // chunk rather than after it (a stream of large regions loses no chunk's time).
+            // So does a region of fewer chunks than a full set of pieces per task: there the
+            // first chunk is too large a share of the work to run it before deciding (a
+            // region of one unit per task would otherwise run alone on a cold pool).
             #[cfg(not(feature = "loom"))]
-            let woken = wake.expects_worth() && {
+            let coarse = count < (helpers + 1).saturating_mul(PIECES_PER_TASK);
+            #[cfg(not(feature = "loom"))]
+            let woken = (coarse || wake.expects_worth()) && {
                 wake.wake(helpers);
                 true
             };
