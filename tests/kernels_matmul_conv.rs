@@ -161,6 +161,23 @@ fn matmul_is_bit_identical_under_every_schedule_in_both_precisions_on_ragged_sha
 }
 
 #[test]
+fn a_one_row_matmul_wider_than_one_pass_has_the_bits_of_its_narrow_pieces() {
+    // Sequential runs the whole 4133-column range with the output as its accumulators; the
+    // other schedules cut it into pieces narrower than a pass, which accumulate on the stack.
+    let (m, k, n) = (1, 19, 4133);
+    let (a, b) = (uniform(&[m, k], 7), uniform(&[k, n], 8));
+    let want_bound = reference(a.data(), b.data(), m, k, n, false);
+    for config in precisions() {
+        let want = matmul_with(&config, &a, &b, &Sequential).unwrap();
+        assert_within_bound(want.data(), &want_bound, "sequential one-row matmul");
+        for s in all_schedules() {
+            let got = matmul_with(&config, &a, &b, s.as_ref()).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "{}", s.name());
+        }
+    }
+}
+
+#[test]
 fn linear_is_bit_identical_under_every_schedule_in_both_precisions_on_ragged_shapes() {
     let schedules = all_schedules();
     for (m, k, n) in RAGGED {

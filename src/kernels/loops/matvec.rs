@@ -75,8 +75,11 @@ fn in_out<S: Simd, M: MulAdd, const R: usize>(
     out: &mut [f32],
 ) {
     let a: [&[f32]; R] = core::array::from_fn(|r| &p.a[(r0 + r) * p.k..(r0 + r + 1) * p.k]);
-    if p.m == 1 {
-        // One row: the column-major output is contiguous, so it holds the accumulators.
+    if p.m == 1 && out.len() >= WIDE_ONE_ROW {
+        // One row over a wide column range: the column-major output is contiguous, so it
+        // holds the accumulators. A narrower range (a piece of a region) keeps them on the
+        // stack instead: its ends may share a cache line with a neighbour's piece running on
+        // another core, which writing once per weight row would bounce between them.
         let mut j0 = 0;
         while j0 < out.len() {
             let width = WIDE_ONE_ROW.min(out.len() - j0);
