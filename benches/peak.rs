@@ -257,6 +257,28 @@ fn bench(c: &mut Criterion) {
         // SAFETY: AVX2 was detected just above.
         group.bench_function("sum", |b| b.iter(|| unsafe { stream_sum(&xs) }));
         group.finish();
+        // Both cores at once, each streaming its half, in scoped threads started per call (a
+        // few tens of microseconds against milliseconds of streaming): what the two-task
+        // one-row products and decode are measured against.
+        let mut group = c.benchmark_group("peak/read_bandwidth_two_cores");
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(2))
+            .throughput(Throughput::Bytes(STREAM_BYTES as u64));
+        let (front, back) = xs.split_at(xs.len() / 2);
+        group.bench_function("sum", |b| {
+            b.iter(|| {
+                std::thread::scope(|scope| {
+                    // SAFETY: AVX2 was detected above; the thread reads its own half.
+                    let other = scope.spawn(|| unsafe { stream_sum(back) });
+                    // SAFETY: as above, for the caller's half.
+                    let mine = unsafe { stream_sum(front) };
+                    mine + other.join().unwrap_or(0.0)
+                })
+            })
+        });
+        group.finish();
     }
 }
 
