@@ -8,7 +8,7 @@ use super::config::KernelConfig;
 use super::error::scratch;
 use super::loops::gemm::{pack_len, GemmTile, Source, Strided, MAX_MR, MAX_NR};
 use super::loops::matvec::{Layout, Skinny};
-use super::parallel::{parallel_chunks, Work};
+use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::shape::{self, MatmulDims};
@@ -291,20 +291,30 @@ pub(super) fn run_tiles(
     let (tm, tn) = match split(p, tasks) {
         Split::Rows => {
             // Units are output rows (all batches' rows in order); a task's rows are one tile
-            // per batch they touch, so B is packed once per task and batch.
-            return parallel_chunks(op, schedule, out, p.n, work, &|range, chunk| {
-                let mut pack = scratch(op, pack_len(range.len().min(p.m), p.n, p.k))?;
-                let mut row = range.start;
-                while row < range.end {
-                    let (batch, r0) = (row / p.m, row % p.m);
-                    let r1 = p.m.min(r0 + (range.end - row));
-                    let at = (row - range.start) * p.n;
-                    let slot = &mut chunk[at..at + (r1 - r0) * p.n];
-                    kernel(&(p.tile)(batch, r0..r1, 0..p.n), slot, p.n, &mut pack);
-                    row += r1 - r0;
-                }
-                Ok(())
-            });
+            // per batch they touch, so B is packed once per task and batch. Each body call
+            // packs B again, so the grain keeps the calls to one per task.
+            let grain = p.batches.saturating_mul(p.m).div_ceil(tasks);
+            return parallel_chunks_grained(
+                op,
+                schedule,
+                out,
+                p.n,
+                grain,
+                work,
+                &|range, chunk| {
+                    let mut pack = scratch(op, pack_len(range.len().min(p.m), p.n, p.k))?;
+                    let mut row = range.start;
+                    while row < range.end {
+                        let (batch, r0) = (row / p.m, row % p.m);
+                        let r1 = p.m.min(r0 + (range.end - row));
+                        let at = (row - range.start) * p.n;
+                        let slot = &mut chunk[at..at + (r1 - r0) * p.n];
+                        kernel(&(p.tile)(batch, r0..r1, 0..p.n), slot, p.n, &mut pack);
+                        row += r1 - r0;
+                    }
+                    Ok(())
+                },
+            );
         }
         Split::Tiles { rows, cols } => (rows, cols),
     };

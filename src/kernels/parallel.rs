@@ -66,12 +66,27 @@ pub fn parallel_chunks<T: Send>(
     work: Work,
     body: &TryChunkBody<'_, T, KernelError>,
 ) -> Result<(), KernelError> {
+    parallel_chunks_grained(op, schedule, out, unit_len, 1, work, body)
+}
+
+/// [`parallel_chunks`] with at least `grain` units per body call: for a kernel whose body
+/// pays a fixed cost per call (packing a whole operand), so that a region's pieces do not
+/// multiply it. Ranges (and so the bits) are still the kernel's business, never the grain's.
+pub(crate) fn parallel_chunks_grained<T: Send>(
+    op: &str,
+    schedule: &dyn Schedule,
+    out: &mut [T],
+    unit_len: usize,
+    grain: usize,
+    work: Work,
+    body: &TryChunkBody<'_, T, KernelError>,
+) -> Result<(), KernelError> {
     if out.is_empty() && unit_len == 0 {
         return Ok(());
     }
     if work.forks() {
-        schedule.try_for_chunks_mut(op, out, unit_len, 1, body)
+        schedule.try_for_chunks_mut(op, out, unit_len, grain, body)
     } else {
-        Sequential.try_for_chunks_mut(op, out, unit_len, 1, body)
+        Sequential.try_for_chunks_mut(op, out, unit_len, grain, body)
     }
 }
