@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    all_schedules, max_abs_diff, reference_sdpa, sparse_mask, tile_heads, uniform, Order,
-    OutOfOrder,
+    all_schedules, assert_sdpa_bits_under, max_abs_diff, reference_sdpa, sparse_mask, tile_heads,
+    uniform, Order, OutOfOrder, SdpaCall,
 };
 use skainet_schedule::KernelProvider;
 use skainet_schedule::ShapeError;
@@ -47,25 +47,23 @@ fn parity_grid_is_bit_identical_to_sequential_under_every_schedule() {
                         let expected = sdpa(&q, &k, &v, m.clone(), &o, &Sequential)
                             .unwrap()
                             .to_bits();
-                        for s in &schedules {
-                            let got = scaled_dot_product_attention_with(
-                                &forking(),
-                                &q,
-                                &k,
-                                &v,
-                                m.clone(),
-                                &o,
-                                s.as_ref(),
-                            )
-                            .unwrap();
-                            assert_eq!(
-                                got.to_bits(),
-                                expected,
-                                "{} hd={hd} sq={sq} sk={sk} causal={causal} mask={with_mask} scale={scale:?}",
-                                s.name()
-                            );
-                            checked += 1;
-                        }
+                        let call = SdpaCall {
+                            q: &q,
+                            k: &k,
+                            v: &v,
+                            mask: m,
+                            options: o,
+                        };
+                        assert_sdpa_bits_under(
+                            &schedules,
+                            &forking(),
+                            &call,
+                            &expected,
+                            &format!(
+                                "hd={hd} sq={sq} sk={sk} causal={causal} mask={with_mask} scale={scale:?}"
+                            ),
+                        );
+                        checked += schedules.len();
                     }
                 }
             }
@@ -952,25 +950,18 @@ fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule
                     let want = sdpa(&q, &kt, &vt, m.clone(), &o, &Sequential)
                         .unwrap()
                         .to_bits();
-                    for s in &schedules {
-                        let got = scaled_dot_product_attention_with(
-                            &forking(),
-                            &q,
-                            &k,
-                            &v,
-                            m.clone(),
-                            &o,
-                            s.as_ref(),
-                        )
-                        .unwrap();
-                        assert_eq!(
-                            got.to_bits(),
-                            want,
-                            "{} H={heads} nKV={kv_heads} hd={hd} causal={causal} mask={:?}",
-                            s.name(),
-                            m.as_ref().map(|m| m.shape().to_vec())
-                        );
-                    }
+                    let what = format!(
+                        "H={heads} nKV={kv_heads} hd={hd} causal={causal} mask={:?}",
+                        m.as_ref().map(|m| m.shape().to_vec())
+                    );
+                    let call = SdpaCall {
+                        q: &q,
+                        k: &k,
+                        v: &v,
+                        mask: m,
+                        options: o,
+                    };
+                    assert_sdpa_bits_under(&schedules, &forking(), &call, &want, &what);
                 }
             }
         }

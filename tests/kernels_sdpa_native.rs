@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{all_schedules, max_abs_diff, reference_sdpa, sparse_mask, uniform};
+use common::{
+    all_schedules, assert_sdpa_bits_under, max_abs_diff, reference_sdpa, sparse_mask, uniform,
+    SdpaCall,
+};
 use skainet_schedule::{
     scaled_dot_product_attention_with, KernelConfig, Precision, SdpaOptions, Sequential, Tensor,
 };
@@ -71,24 +74,20 @@ fn native_attention_is_bit_identical_under_every_schedule() {
                 &Sequential,
             )
             .unwrap();
-            for s in &schedules {
-                let got = scaled_dot_product_attention_with(
-                    &native_forking(),
-                    &q,
-                    &k,
-                    &v,
-                    Some(mask.view()),
-                    &o,
-                    s.as_ref(),
-                )
-                .unwrap();
-                assert_eq!(
-                    got.to_bits(),
-                    want.to_bits(),
-                    "{} sq={sq} sk={sk} hd={hd} causal={causal}",
-                    s.name()
-                );
-            }
+            let call = SdpaCall {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: Some(mask.view()),
+                options: o,
+            };
+            assert_sdpa_bits_under(
+                &schedules,
+                &native_forking(),
+                &call,
+                &want.to_bits(),
+                &format!("sq={sq} sk={sk} hd={hd} causal={causal}"),
+            );
         }
     }
 }

@@ -7,7 +7,9 @@ pub mod graph;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use skainet_schedule::Tensor;
+use skainet_schedule::{
+    scaled_dot_product_attention_with, KernelConfig, SdpaOptions, Tensor, TensorView,
+};
 use skainet_schedule::{Chunks, Schedule, TraceEvent, TraceSinkRef};
 
 /// The order in which [`OutOfOrder`] hands out chunks.
@@ -278,4 +280,37 @@ pub fn max_abs_diff(a: &[f32], b: &[f64]) -> f64 {
         .zip(b)
         .map(|(&x, &y)| (f64::from(x) - y).abs())
         .fold(0.0, f64::max)
+}
+
+/// The attention operands of one call: `q`, `k`, `v`, the optional mask and the options.
+pub struct SdpaCall<'a> {
+    pub q: &'a Tensor,
+    pub k: &'a Tensor,
+    pub v: &'a Tensor,
+    pub mask: Option<TensorView<'a>>,
+    pub options: SdpaOptions,
+}
+
+/// Asserts that `call` under `config` gives exactly the bits `want` on every schedule in
+/// `schedules`; `what` names the case in the failure message, with the schedule.
+pub fn assert_sdpa_bits_under(
+    schedules: &[Arc<dyn Schedule>],
+    config: &KernelConfig,
+    call: &SdpaCall<'_>,
+    want: &[u32],
+    what: &str,
+) {
+    for s in schedules {
+        let got = scaled_dot_product_attention_with(
+            config,
+            call.q,
+            call.k,
+            call.v,
+            call.mask.clone(),
+            &call.options,
+            s.as_ref(),
+        )
+        .unwrap();
+        assert_eq!(got.to_bits(), want, "{} {what}", s.name());
+    }
 }
