@@ -279,6 +279,14 @@ fn run(args: &Args) -> Result<bool, KernelError> {
         tokens_per_s(hw) / tokens_per_s(seq),
         runs[0].generation.timing.kv_cache.as_secs_f64() / runs[1].generation.timing.kv_cache.as_secs_f64().max(1e-12),
     );
+    let bytes = model.weight_bytes_per_token() as f64;
+    println!(
+        "a decode step reads {:.0} MB of weights: {:.1} GB/s sequential, {:.1} GB/s {}",
+        bytes / 1e6,
+        bytes * tokens_per_s(seq) / 1e9,
+        bytes * tokens_per_s(hw) / 1e9,
+        runs[2].schedule,
+    );
     println!(
         "tokens and final logits bit-identical across all {} runs: {}",
         runs.len(),

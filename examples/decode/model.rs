@@ -104,6 +104,18 @@ fn norm_weight(d: usize, seed: u32) -> Tensor {
 }
 
 impl Model {
+    /// Bytes of weights one decode step reads: every projection and the LM head once (the
+    /// embedding is gathered, one row). What bounds a decode step on a CPU.
+    pub fn weight_bytes_per_token(&self) -> usize {
+        let projections = self.layers.iter().map(|l| {
+            [&l.wqkv, &l.wo, &l.w13, &l.w2]
+                .iter()
+                .map(|w| w.len())
+                .sum::<usize>()
+        });
+        (projections.sum::<usize>() + self.lm_head.len()) * core::mem::size_of::<f32>()
+    }
+
     /// The model with deterministic synthetic weights (no downloads): the same `config` always
     /// gives the same bits.
     pub fn synthetic(config: Config) -> Self {
