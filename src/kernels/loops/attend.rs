@@ -10,7 +10,7 @@
 //!    dimension in increasing order ([`scores_block`]);
 //! 2. the tile's max `t` (lane maxima, then a fixed fold, [`scale_mask_max`]), the running max
 //!    `m' = max(m, t)`, `α = exp(m - m')`, the weights `p_j = exp(s_j - m')` and the running
-//!    sum `l' = l·α + Σ p_j` (a lane [`sum`]);
+//!    sum `l' = l·α + Σ p_j` (a lane [`sum_from`]);
 //! 3. the output row `o' = o·α + Σ_j p_j · v_j`, accumulated in increasing `j`
 //!    ([`weigh_rows`]).
 //!
@@ -33,7 +33,7 @@ pub(crate) mod wide;
 
 use self::wide::Wide;
 use super::exp::exp;
-use super::lanes::{scale_mask_max, scores_block, sum, weigh_rows};
+use super::lanes::{scale_mask_max, scores_block, sum_from, weigh_rows};
 use super::simd::{prefetch, prefetch_l2, MulAdd, Phase, Simd, LANES};
 
 /// Query rows that share each key and value load.
@@ -478,6 +478,9 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
             scores,
             state,
         } = self;
+        // Two passes over the rows: every row's max first, then every row's weights. A row's
+        // weights wait on its max, so run back to back they would drain the pipeline once per
+        // row; this way the next row's weights never wait on this row's max.
         for r in 0..rows {
             let count = state.counts[r];
             state.alpha[r] = 1.0;
@@ -497,7 +500,7 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
                 // Every key so far hidden: weights 0, so that a NaN in `v` still reaches the
                 // row if a later key is seen. The max skips NaN (see `scale_mask_max`); a NaN
                 // score keeps its NaN weight and makes the sum NaN, as it would against a
-                // finite max.
+                // finite max. The second pass leaves the row alone (its max stays `-inf`).
                 let mut nan = false;
                 for x in row.iter_mut() {
                     if x.is_nan() {
@@ -511,15 +514,24 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
                 }
                 continue;
             }
-            let alpha = exp(old - top);
-            // Whole chunks of 16 on the wide kernel where there is one; the same bits.
-            let done = wide.exp_shifted(row, top);
-            for x in row[done..].iter_mut() {
+            state.alpha[r] = exp(old - top);
+            state.top[r] = top;
+        }
+        for r in 0..rows {
+            let (count, top) = (state.counts[r], state.top[r]);
+            if count == 0 || top == f32::NEG_INFINITY {
+                continue;
+            }
+            let row = &mut scores[r * KEY_TILE..r * KEY_TILE + count];
+            // Whole chunks of 16 on the wide kernel where there is one, which also adds them
+            // to the row's lanes of the sum; the same bits.
+            let mut lanes = [0.0f32; LANES];
+            let done = wide.exp_shifted(row, top, &mut lanes);
+            let row = &mut row[done..];
+            for x in row.iter_mut() {
                 *x = exp(*x - top);
             }
-            state.alpha[r] = alpha;
-            state.total[r] = state.total[r] * alpha + sum(s, row);
-            state.top[r] = top;
+            state.total[r] = state.total[r] * state.alpha[r] + sum_from(s, s.load(&lanes), row);
         }
     }
 }

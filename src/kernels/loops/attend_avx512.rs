@@ -33,9 +33,11 @@ pub(crate) trait Wide: Copy {
     ) -> bool;
 
     /// `xs[j] = exp(xs[j] - top)` with the bits of [`exp`](super::super::exp::exp), over the
-    /// whole chunks of 16 from the start of `xs`; returns how many values it did (0 where it
-    /// has no such kernel), the rest are the caller's.
-    fn exp_shifted(self, xs: &mut [f32], top: f32) -> usize;
+    /// whole chunks of 16 from the start of `xs`, adding each 8-value chunk of the results to
+    /// `lanes` in increasing order (lane `l` gets `xs[8c + l]`, as [`sum_from`](super::super::lanes::sum_from)
+    /// accumulates); returns how many values it did (0 where it has no such kernel, `lanes`
+    /// untouched), the rest are the caller's.
+    fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize;
 }
 
 /// No wide kernel: every block runs on the 8-lane backend.
@@ -59,7 +61,7 @@ impl Wide for Narrow {
     }
 
     #[inline(always)]
-    fn exp_shifted(self, _: &mut [f32], _: f32) -> usize {
+    fn exp_shifted(self, _: &mut [f32], _: f32, _: &mut [f32; 8]) -> usize {
         0
     }
 }
@@ -118,76 +120,372 @@ static EXP_CONSTANTS: [u32; 16] = {
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 impl Wide for Avx512Attend {
     #[inline(always)]
-    fn exp_shifted(self, xs: &mut [f32], top: f32) -> usize {
+    fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
         let chunks = xs.len() / 16;
         if chunks == 0 {
             return 0;
         }
         // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
-        // writes `xs[..16·chunks]`, inside the slice, and reads the 16 constants; it touches
-        // no other memory and no stack, and every vector and mask register it uses is
-        // call-clobbered (`clobber_abi`). Each step is one IEEE operation of `exp`, in its
-        // order, rounded alone (no fused multiply-add), so every lane gets `exp`'s bits.
+        // writes `xs[..16·chunks]`, inside the slice, reads the 16 constants and reads and
+        // writes the 8 values of `lanes`; it touches no other memory and no stack, and every
+        // vector and mask register it uses is call-clobbered (`clobber_abi`). Each step is one
+        // IEEE operation of `exp`, in its order, rounded alone (no fused multiply-add), so
+        // every lane gets `exp`'s bits; the sum adds each chunk's low then high eight lanes,
+        // chunk after chunk, as `sum` adds 8-lane chunks in increasing order.
         unsafe {
             core::arch::asm!(
-                "vbroadcastss zmm15, {top:x}",
+                "vbroadcastss zmm24, {top:x}",
+                "vmovups ymm25, [{acc}]",
+                "vbroadcastss zmm26, dword ptr [{c}]",
+                "vbroadcastss zmm27, dword ptr [{c} + 4]",
+                "vbroadcastss zmm28, dword ptr [{c} + 12]",
+                "vbroadcastss zmm29, dword ptr [{c} + 52]",
+                "vbroadcastss zmm30, dword ptr [{c} + 56]",
+                "vbroadcastss zmm31, dword ptr [{c} + 60]",
+                "cmp rcx, 4",
+                "jb 3f",
+                // Four chunks a pass, their steps interleaved one by one: each chunk is one
+                // long chain of dependent steps, which alone would leave the units idle. Per
+                // chunk (registers 6i to 6i + 5: x, xc, n, r, p, t): x = xs - top; xc =
+                // clamp(x) (for NaN x, any value: the NaN is selected below); t = xc·log2 e +
+                // magic, n = bits(t) - bits(magic), nf = t - magic; r = (xc - nf·ln2_hi) -
+                // nf·ln2_lo; p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5; er = (p·(r·r) +
+                // r) + 1; half = n >> 1, a = (half + 127) << 23, b = (n - half + 127) << 23;
+                // y = (er·a)·b; then on x: below the range +0.0 (p xor p), above it +inf, NaN
+                // the NaN; the store; the sum's low then high eight lanes, chunk by chunk.
                 "2:",
-                // x = xs - top; xc = clamp(x) (for NaN x, any value: the NaN is selected below).
-                "vmovups zmm0, [rsi]",
-                "vsubps zmm0, zmm0, zmm15",
-                "vmaxps zmm1, zmm0, dword ptr [{c}]{{1to16}}",
-                "vminps zmm1, zmm1, dword ptr [{c} + 4]{{1to16}}",
-                // t = xc·log2 e + magic; n = bits(t) - bits(magic); nf = t - magic.
-                "vmulps zmm2, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm2, zmm2, dword ptr [{c} + 12]{{1to16}}",
-                "vpsubd zmm3, zmm2, dword ptr [{c} + 12]{{1to16}}",
-                "vsubps zmm4, zmm2, dword ptr [{c} + 12]{{1to16}}",
-                // r = (xc - nf·ln2_hi) - nf·ln2_lo.
+                "vmovups zmm0, [rsi + 0]",
+                "vmovups zmm6, [rsi + 64]",
+                "vmovups zmm12, [rsi + 128]",
+                "vmovups zmm18, [rsi + 192]",
+                "vsubps zmm0, zmm0, zmm24",
+                "vsubps zmm6, zmm6, zmm24",
+                "vsubps zmm12, zmm12, zmm24",
+                "vsubps zmm18, zmm18, zmm24",
+                "vmaxps zmm1, zmm0, zmm26",
+                "vmaxps zmm7, zmm6, zmm26",
+                "vmaxps zmm13, zmm12, zmm26",
+                "vmaxps zmm19, zmm18, zmm26",
+                "vminps zmm1, zmm1, zmm27",
+                "vminps zmm7, zmm7, zmm27",
+                "vminps zmm13, zmm13, zmm27",
+                "vminps zmm19, zmm19, zmm27",
+                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm16, zmm13, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm22, zmm19, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm4, zmm4, zmm28",
+                "vaddps zmm10, zmm10, zmm28",
+                "vaddps zmm16, zmm16, zmm28",
+                "vaddps zmm22, zmm22, zmm28",
+                "vpsubd zmm2, zmm4, zmm28",
+                "vpsubd zmm8, zmm10, zmm28",
+                "vpsubd zmm14, zmm16, zmm28",
+                "vpsubd zmm20, zmm22, zmm28",
+                "vsubps zmm4, zmm4, zmm28",
+                "vsubps zmm10, zmm10, zmm28",
+                "vsubps zmm16, zmm16, zmm28",
+                "vsubps zmm22, zmm22, zmm28",
                 "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm5, zmm1, zmm5",
-                "vmulps zmm6, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm5, zmm5, zmm6",
-                // p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5.
-                "vbroadcastss zmm6, dword ptr [{c} + 24]",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 44]{{1to16}}",
-                // er = (p·(r·r) + r) + 1.
-                "vmulps zmm7, zmm5, zmm5",
-                "vmulps zmm6, zmm6, zmm7",
-                "vaddps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 48]{{1to16}}",
-                // half = n >> 1; a = (half + 127) << 23; b = (n - half + 127) << 23.
-                "vpsrad zmm7, zmm3, 1",
-                "vpsubd zmm8, zmm3, zmm7",
-                "vpaddd zmm7, zmm7, dword ptr [{c} + 52]{{1to16}}",
-                "vpslld zmm7, zmm7, 23",
-                "vpaddd zmm8, zmm8, dword ptr [{c} + 52]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
+                "vmulps zmm17, zmm16, dword ptr [{c} + 16]{{1to16}}",
+                "vmulps zmm23, zmm22, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm1, zmm1, zmm5",
+                "vsubps zmm7, zmm7, zmm11",
+                "vsubps zmm13, zmm13, zmm17",
+                "vsubps zmm19, zmm19, zmm23",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm17, zmm16, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm23, zmm22, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm3, zmm1, zmm5",
+                "vsubps zmm9, zmm7, zmm11",
+                "vsubps zmm15, zmm13, zmm17",
+                "vsubps zmm21, zmm19, zmm23",
+                "vbroadcastss zmm4, dword ptr [{c} + 24]",
+                "vbroadcastss zmm10, dword ptr [{c} + 24]",
+                "vbroadcastss zmm16, dword ptr [{c} + 24]",
+                "vbroadcastss zmm22, dword ptr [{c} + 24]",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 44]{{1to16}}",
+                "vmulps zmm5, zmm3, zmm3",
+                "vmulps zmm11, zmm9, zmm9",
+                "vmulps zmm17, zmm15, zmm15",
+                "vmulps zmm23, zmm21, zmm21",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vmulps zmm16, zmm16, zmm17",
+                "vmulps zmm22, zmm22, zmm23",
+                "vaddps zmm4, zmm4, zmm3",
+                "vaddps zmm10, zmm10, zmm9",
+                "vaddps zmm16, zmm16, zmm15",
+                "vaddps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 48]{{1to16}}",
+                "vpsrad zmm5, zmm2, 1",
+                "vpsrad zmm11, zmm8, 1",
+                "vpsrad zmm17, zmm14, 1",
+                "vpsrad zmm23, zmm20, 1",
+                "vpsubd zmm2, zmm2, zmm5",
+                "vpsubd zmm8, zmm8, zmm11",
+                "vpsubd zmm14, zmm14, zmm17",
+                "vpsubd zmm20, zmm20, zmm23",
+                "vpaddd zmm5, zmm5, zmm29",
+                "vpaddd zmm11, zmm11, zmm29",
+                "vpaddd zmm17, zmm17, zmm29",
+                "vpaddd zmm23, zmm23, zmm29",
+                "vpslld zmm5, zmm5, 23",
+                "vpslld zmm11, zmm11, 23",
+                "vpslld zmm17, zmm17, 23",
+                "vpslld zmm23, zmm23, 23",
+                "vpaddd zmm2, zmm2, zmm29",
+                "vpaddd zmm8, zmm8, zmm29",
+                "vpaddd zmm14, zmm14, zmm29",
+                "vpaddd zmm20, zmm20, zmm29",
+                "vpslld zmm2, zmm2, 23",
                 "vpslld zmm8, zmm8, 23",
-                // y = (er·a)·b.
-                "vmulps zmm6, zmm6, zmm7",
-                "vmulps zmm6, zmm6, zmm8",
-                // The special cases, on x: below the range 0, above it +inf, NaN the NaN.
-                "vcmpps k1, zmm0, dword ptr [{c}]{{1to16}}, 1",
-                "vcmpps k2, zmm0, dword ptr [{c} + 4]{{1to16}}, 14",
+                "vpslld zmm14, zmm14, 23",
+                "vpslld zmm20, zmm20, 23",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vmulps zmm16, zmm16, zmm17",
+                "vmulps zmm22, zmm22, zmm23",
+                "vmulps zmm4, zmm4, zmm2",
+                "vmulps zmm10, zmm10, zmm8",
+                "vmulps zmm16, zmm16, zmm14",
+                "vmulps zmm22, zmm22, zmm20",
+                "vcmpps k1, zmm0, zmm26, 1",
+                "vcmpps k2, zmm0, zmm27, 14",
                 "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm9, zmm9, zmm9",
-                "vmovaps zmm6 {{k1}}, zmm9",
-                "vbroadcastss zmm6 {{k2}}, dword ptr [{c} + 56]",
-                "vbroadcastss zmm6 {{k3}}, dword ptr [{c} + 60]",
-                "vmovups [rsi], zmm6",
-                "add rsi, 64",
-                "dec rcx",
-                "jnz 2b",
+                "vpxord zmm4 {{k1}}, zmm4, zmm4",
+                "vmovaps zmm4 {{k2}}, zmm30",
+                "vmovaps zmm4 {{k3}}, zmm31",
+                "vmovups [rsi + 0], zmm4",
+                "vcmpps k1, zmm6, zmm26, 1",
+                "vcmpps k2, zmm6, zmm27, 14",
+                "vcmpps k3, zmm6, zmm6, 3",
+                "vpxord zmm10 {{k1}}, zmm10, zmm10",
+                "vmovaps zmm10 {{k2}}, zmm30",
+                "vmovaps zmm10 {{k3}}, zmm31",
+                "vmovups [rsi + 64], zmm10",
+                "vcmpps k1, zmm12, zmm26, 1",
+                "vcmpps k2, zmm12, zmm27, 14",
+                "vcmpps k3, zmm12, zmm12, 3",
+                "vpxord zmm16 {{k1}}, zmm16, zmm16",
+                "vmovaps zmm16 {{k2}}, zmm30",
+                "vmovaps zmm16 {{k3}}, zmm31",
+                "vmovups [rsi + 128], zmm16",
+                "vcmpps k1, zmm18, zmm26, 1",
+                "vcmpps k2, zmm18, zmm27, 14",
+                "vcmpps k3, zmm18, zmm18, 3",
+                "vpxord zmm22 {{k1}}, zmm22, zmm22",
+                "vmovaps zmm22 {{k2}}, zmm30",
+                "vmovaps zmm22 {{k3}}, zmm31",
+                "vmovups [rsi + 192], zmm22",
+                "vaddps ymm25, ymm25, ymm4",
+                "vextractf64x4 ymm5, zmm4, 1",
+                "vaddps ymm25, ymm25, ymm5",
+                "vaddps ymm25, ymm25, ymm10",
+                "vextractf64x4 ymm11, zmm10, 1",
+                "vaddps ymm25, ymm25, ymm11",
+                "vaddps ymm25, ymm25, ymm16",
+                "vextractf64x4 ymm17, zmm16, 1",
+                "vaddps ymm25, ymm25, ymm17",
+                "vaddps ymm25, ymm25, ymm22",
+                "vextractf64x4 ymm23, zmm22, 1",
+                "vaddps ymm25, ymm25, ymm23",
+                "add rsi, 256",
+                "sub rcx, 4",
+                "cmp rcx, 4",
+                "jae 2b",
+                "3:",
+                "cmp rcx, 2",
+                "jb 5f",
+                "vmovups zmm0, [rsi + 0]",
+                "vmovups zmm6, [rsi + 64]",
+                "vsubps zmm0, zmm0, zmm24",
+                "vsubps zmm6, zmm6, zmm24",
+                "vmaxps zmm1, zmm0, zmm26",
+                "vmaxps zmm7, zmm6, zmm26",
+                "vminps zmm1, zmm1, zmm27",
+                "vminps zmm7, zmm7, zmm27",
+                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm4, zmm4, zmm28",
+                "vaddps zmm10, zmm10, zmm28",
+                "vpsubd zmm2, zmm4, zmm28",
+                "vpsubd zmm8, zmm10, zmm28",
+                "vsubps zmm4, zmm4, zmm28",
+                "vsubps zmm10, zmm10, zmm28",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm1, zmm1, zmm5",
+                "vsubps zmm7, zmm7, zmm11",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm3, zmm1, zmm5",
+                "vsubps zmm9, zmm7, zmm11",
+                "vbroadcastss zmm4, dword ptr [{c} + 24]",
+                "vbroadcastss zmm10, dword ptr [{c} + 24]",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
+                "vmulps zmm5, zmm3, zmm3",
+                "vmulps zmm11, zmm9, zmm9",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vaddps zmm4, zmm4, zmm3",
+                "vaddps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
+                "vpsrad zmm5, zmm2, 1",
+                "vpsrad zmm11, zmm8, 1",
+                "vpsubd zmm2, zmm2, zmm5",
+                "vpsubd zmm8, zmm8, zmm11",
+                "vpaddd zmm5, zmm5, zmm29",
+                "vpaddd zmm11, zmm11, zmm29",
+                "vpslld zmm5, zmm5, 23",
+                "vpslld zmm11, zmm11, 23",
+                "vpaddd zmm2, zmm2, zmm29",
+                "vpaddd zmm8, zmm8, zmm29",
+                "vpslld zmm2, zmm2, 23",
+                "vpslld zmm8, zmm8, 23",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vmulps zmm4, zmm4, zmm2",
+                "vmulps zmm10, zmm10, zmm8",
+                "vcmpps k1, zmm0, zmm26, 1",
+                "vcmpps k2, zmm0, zmm27, 14",
+                "vcmpps k3, zmm0, zmm0, 3",
+                "vpxord zmm4 {{k1}}, zmm4, zmm4",
+                "vmovaps zmm4 {{k2}}, zmm30",
+                "vmovaps zmm4 {{k3}}, zmm31",
+                "vmovups [rsi + 0], zmm4",
+                "vcmpps k1, zmm6, zmm26, 1",
+                "vcmpps k2, zmm6, zmm27, 14",
+                "vcmpps k3, zmm6, zmm6, 3",
+                "vpxord zmm10 {{k1}}, zmm10, zmm10",
+                "vmovaps zmm10 {{k2}}, zmm30",
+                "vmovaps zmm10 {{k3}}, zmm31",
+                "vmovups [rsi + 64], zmm10",
+                "vaddps ymm25, ymm25, ymm4",
+                "vextractf64x4 ymm5, zmm4, 1",
+                "vaddps ymm25, ymm25, ymm5",
+                "vaddps ymm25, ymm25, ymm10",
+                "vextractf64x4 ymm11, zmm10, 1",
+                "vaddps ymm25, ymm25, ymm11",
+                "add rsi, 128",
+                "sub rcx, 2",
+                "5:",
+                "test rcx, rcx",
+                "jz 4f",
+                "vmovups zmm0, [rsi + 0]",
+                "vsubps zmm0, zmm0, zmm24",
+                "vmaxps zmm1, zmm0, zmm26",
+                "vminps zmm1, zmm1, zmm27",
+                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm4, zmm4, zmm28",
+                "vpsubd zmm2, zmm4, zmm28",
+                "vsubps zmm4, zmm4, zmm28",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm1, zmm1, zmm5",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm3, zmm1, zmm5",
+                "vbroadcastss zmm4, dword ptr [{c} + 24]",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
+                "vmulps zmm5, zmm3, zmm3",
+                "vmulps zmm4, zmm4, zmm5",
+                "vaddps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
+                "vpsrad zmm5, zmm2, 1",
+                "vpsubd zmm2, zmm2, zmm5",
+                "vpaddd zmm5, zmm5, zmm29",
+                "vpslld zmm5, zmm5, 23",
+                "vpaddd zmm2, zmm2, zmm29",
+                "vpslld zmm2, zmm2, 23",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm4, zmm4, zmm2",
+                "vcmpps k1, zmm0, zmm26, 1",
+                "vcmpps k2, zmm0, zmm27, 14",
+                "vcmpps k3, zmm0, zmm0, 3",
+                "vpxord zmm4 {{k1}}, zmm4, zmm4",
+                "vmovaps zmm4 {{k2}}, zmm30",
+                "vmovaps zmm4 {{k3}}, zmm31",
+                "vmovups [rsi + 0], zmm4",
+                "vaddps ymm25, ymm25, ymm4",
+                "vextractf64x4 ymm5, zmm4, 1",
+                "vaddps ymm25, ymm25, ymm5",
+                "4:",
+                "vmovups [{acc}], ymm25",
                 "vzeroupper",
                 top = in(xmm_reg) top,
+                acc = in(reg) lanes.as_mut_ptr(),
                 inout("rsi") xs.as_mut_ptr() => _,
                 inout("rcx") chunks => _,
                 c = in(reg) EXP_CONSTANTS.as_ptr(),
@@ -331,7 +629,7 @@ mod tests {
             .collect();
         for top in [0.0f32, 1.5, -3.25, 80.0, f32::INFINITY] {
             let mut got = inputs.clone();
-            let done = wide.exp_shifted(&mut got, top);
+            let done = wide.exp_shifted(&mut got, top, &mut [0.0; 8]);
             assert_eq!(done, inputs.len() - inputs.len() % 16);
             for (i, (&x, &y)) in inputs.iter().zip(&got).enumerate() {
                 let want = if i < done { exp(x - top) } else { x };
@@ -343,5 +641,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn wide_exp_adds_each_eight_results_to_the_lanes_in_order() {
+        let Some(wide) = Avx512Attend::detect(Step::Unfused) else {
+            return;
+        };
+        // Three chunks (one pass of two and a lone one) and a ragged tail of 5 left alone;
+        // values whose sums round differently in another order.
+        let inputs: Vec<f32> = (0..53).map(|i| (i as f32) * 0.37 - 9.0).collect();
+        let start = [1.0e-3f32, -2.5, 7.0, 0.0, -0.0, 3.0e4, 1.0, 0.1];
+        let mut lanes = start;
+        let mut got = inputs.clone();
+        let done = wide.exp_shifted(&mut got, 0.75, &mut lanes);
+        assert_eq!(done, 48);
+        let mut want = start;
+        for chunk in got[..done].chunks_exact(8) {
+            for (w, &y) in want.iter_mut().zip(chunk) {
+                *w += y;
+            }
+        }
+        assert_eq!(lanes.map(f32::to_bits), want.map(f32::to_bits));
+        assert_eq!(got[done..], inputs[done..]);
     }
 }
