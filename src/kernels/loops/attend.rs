@@ -318,11 +318,8 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             let mut col = 0;
             while col + 64 <= cols {
                 // From zero, as the 8-lane kernel starts its chains.
-                for r in 0..ROWS {
-                    out[r * KEY_TILE + col..r * KEY_TILE + col + 64].fill(0.0);
-                }
                 let (kt, c) = (&kt[col..], &mut out[col..]);
-                if !wide.block_4x64(q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE) {
+                if !wide.block_4x64_from_zero(q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE) {
                     break;
                 }
                 col += 64;

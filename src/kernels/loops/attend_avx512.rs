@@ -32,6 +32,21 @@ pub(crate) trait Wide: Copy {
         c_row: usize,
     ) -> bool;
 
+    /// [`block_4x64`](Self::block_4x64) with the sums starting at `+0.0`, as the 8-lane
+    /// score kernel starts its chains: `c` is written, never read.
+    #[allow(clippy::too_many_arguments)]
+    fn block_4x64_from_zero(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool;
+
     /// `xs[j] = exp(xs[j] - top)` with the bits of [`exp`](super::super::exp::exp), over the
     /// whole chunks of 16 from the start of `xs`, adding each 8-value chunk of the results to
     /// `lanes` in increasing order (lane `l` gets `xs[8c + l]`, as [`sum_from`](super::super::lanes::sum_from)
@@ -47,6 +62,21 @@ pub(crate) struct Narrow;
 impl Wide for Narrow {
     #[inline(always)]
     fn block_4x64(
+        self,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &mut [f32],
+        _: usize,
+    ) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn block_4x64_from_zero(
         self,
         _: &[f32],
         _: usize,
@@ -508,7 +538,53 @@ impl Wide for Avx512Attend {
         c: &mut [f32],
         c_row: usize,
     ) -> bool {
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, false)
+    }
+
+    #[inline(always)]
+    fn block_4x64_from_zero(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool {
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true)
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+impl Avx512Attend {
+    /// [`Wide::block_4x64`], its accumulators starting at `+0.0` when `zero` (then `c` is
+    /// written, never read; a product from zero needs no cleared output to load).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+        zero: bool,
+    ) -> bool {
         if depth == 0 {
+            if zero {
+                // No step: the sums are the starting zeros.
+                if reach(1, 0, c_row, 64).is_none_or(|n| n > c.len()) {
+                    return false;
+                }
+                for r in 0..4 {
+                    c[r * c_row..r * c_row + 64].fill(0.0);
+                }
+            }
             return true;
         }
         let fits = reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
@@ -529,11 +605,21 @@ impl Wide for Avx512Attend {
             // call-clobbered (`clobber_abi`).
             Step::Fused => unsafe {
                 core::arch::asm!(
+                    // From +0.0 (`c` not read) or from `c`.
+                    "test {zero}, {zero}",
+                    "jz 3f",
+                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
+                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
+                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
+                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
+                    "jmp 2f",
+                    "3:",
                     "mov r8, {c}",
                     "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
+
                     "2:",
                     "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
                     "vbroadcastss zmm20, dword ptr [rsi]",
@@ -561,6 +647,7 @@ impl Wide for Avx512Attend {
                     astep = in(reg) a_step * 4,
                     bstep = in(reg) b_step * 4,
                     cs = in(reg) c_row * 4,
+                    zero = in(reg) usize::from(zero),
                     clobber_abi("C"),
                     options(nostack),
                 )
@@ -568,11 +655,21 @@ impl Wide for Avx512Attend {
             // SAFETY: as above; the loop differs only in its arithmetic.
             Step::Unfused => unsafe {
                 core::arch::asm!(
+                    // From +0.0 (`c` not read) or from `c`.
+                    "test {zero}, {zero}",
+                    "jz 3f",
+                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
+                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
+                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
+                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
+                    "jmp 2f",
+                    "3:",
                     "mov r8, {c}",
                     "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
+
                     "2:",
                     "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
                     "vbroadcastss zmm20, dword ptr [rsi]",
@@ -600,6 +697,7 @@ impl Wide for Avx512Attend {
                     astep = in(reg) a_step * 4,
                     bstep = in(reg) b_step * 4,
                     cs = in(reg) c_row * 4,
+                    zero = in(reg) usize::from(zero),
                     clobber_abi("C"),
                     options(nostack),
                 )
@@ -664,5 +762,33 @@ mod tests {
         }
         assert_eq!(lanes.map(f32::to_bits), want.map(f32::to_bits));
         assert_eq!(got[done..], inputs[done..]);
+    }
+
+    #[test]
+    fn wide_product_from_zero_is_the_product_into_zeros_whatever_c_held() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            let a: Vec<f32> = (0..4 * 37).map(|i| (i as f32 * 0.61).sin()).collect();
+            let b: Vec<f32> = (0..80 * 37).map(|i| (i as f32 * 0.37).cos()).collect();
+            for depth in [0, 1, 37] {
+                let mut want = vec![0.0f32; 3 * 80 + 64];
+                assert!(wide.block_4x64(&a, 4, 1, &b, 80, depth, &mut want, 80));
+                let mut got = vec![f32::NAN; 3 * 80 + 64];
+                assert!(wide.block_4x64_from_zero(&a, 4, 1, &b, 80, depth, &mut got, 80));
+                for r in 0..4 {
+                    let row = r * 80..r * 80 + 64;
+                    assert_eq!(
+                        got[row.clone()]
+                            .iter()
+                            .map(|x| x.to_bits())
+                            .collect::<Vec<_>>(),
+                        want[row].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "{step:?}, depth {depth}, row {r}"
+                    );
+                }
+            }
+        }
     }
 }
