@@ -157,7 +157,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                     scores,
                 });
             } else {
-                s.outlined(PackKeys { h, t0, n, kt });
+                s.outlined(PackKeys { wide, h, t0, n, kt });
                 s.outlined(Scores {
                     mode,
                     wide,
@@ -226,19 +226,20 @@ fn pack_queries(h: &Head<'_>, g0: usize, rows: usize, qt: &mut [f32]) {
 
 /// Packs keys `t0 .. t0 + n` transposed, `kt[d·KEY_TILE + j] = k[t0 + j][d]`, and zeroes the
 /// columns up to the next multiple of [`LANES`] (their scores are computed, never read).
-struct PackKeys<'a, 'h> {
+struct PackKeys<'a, 'h, W> {
+    wide: W,
     h: &'a Head<'h>,
     t0: usize,
     n: usize,
     kt: &'a mut [f32],
 }
 
-impl<S: Simd> Phase<S> for PackKeys<'_, '_> {
+impl<S: Simd, W: Wide> Phase<S> for PackKeys<'_, '_, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
-        let Self { h, t0, n, kt } = self;
+        let Self { wide, h, t0, n, kt } = self;
         let hd = h.hd;
         let padded = n.next_multiple_of(LANES);
         let keys = &h.k[t0 * hd..(t0 + n) * hd];
@@ -247,7 +248,9 @@ impl<S: Simd> Phase<S> for PackKeys<'_, '_> {
         // The tile's values (read by the weighted sum next) and the next tile's keys.
         let values = &h.v[t0 * hd..(t0 + n) * hd];
         let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
-        for j in (0..whole).step_by(LANES) {
+        // Whole blocks of 16 keys on the wide kernel where there is one (the same values).
+        let done = wide.pack_keys(keys, hd, n, kt, KEY_TILE);
+        for j in (done..whole).step_by(LANES) {
             let block = &keys[j * hd..(j + LANES) * hd];
             prefetch(&values[j * hd..(j + LANES) * hd]);
             prefetch(next.get(j * hd..(j + LANES) * hd).unwrap_or(&[]));

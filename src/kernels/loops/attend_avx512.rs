@@ -47,6 +47,19 @@ pub(crate) trait Wide: Copy {
         c_row: usize,
     ) -> bool;
 
+    /// Packs the first `16·⌊n/16⌋` keys of `keys` (`hd` values each) transposed,
+    /// `kt[d·kt_stride + j] = keys[j·hd + d]`, in 16 × 16 blocks; returns how many keys it
+    /// packed (0, having done nothing, where it has no such kernel, `hd` is not a multiple of
+    /// 16 or the slices are too short), the rest are the caller's. Moves only: exact.
+    fn pack_keys(
+        self,
+        keys: &[f32],
+        hd: usize,
+        n: usize,
+        kt: &mut [f32],
+        kt_stride: usize,
+    ) -> usize;
+
     /// `xs[j] = exp(xs[j] - top)` with the bits of [`exp`](super::super::exp::exp), over the
     /// whole chunks of 16 from the start of `xs`, adding each 8-value chunk of the results to
     /// `lanes` in increasing order (lane `l` gets `xs[8c + l]`, as [`sum_from`](super::super::lanes::sum_from)
@@ -88,6 +101,11 @@ impl Wide for Narrow {
         _: usize,
     ) -> bool {
         false
+    }
+
+    #[inline(always)]
+    fn pack_keys(self, _: &[f32], _: usize, _: usize, _: &mut [f32], _: usize) -> usize {
+        0
     }
 
     #[inline(always)]
@@ -149,6 +167,113 @@ static EXP_CONSTANTS: [u32; 16] = {
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 impl Wide for Avx512Attend {
+    #[inline(always)]
+    fn pack_keys(
+        self,
+        keys: &[f32],
+        hd: usize,
+        n: usize,
+        kt: &mut [f32],
+        kt_stride: usize,
+    ) -> usize {
+        let done = n - n % 16;
+        if done == 0 || hd == 0 || hd % 16 != 0 {
+            return 0;
+        }
+        let fits = done.checked_mul(hd).is_some_and(|len| len <= keys.len())
+            && (hd - 1)
+                .checked_mul(kt_stride)
+                .and_then(|at| at.checked_add(done))
+                .is_some_and(|len| len <= kt.len())
+            // Byte strides fit an address register.
+            && [hd, kt_stride]
+                .iter()
+                .all(|&s| s.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize));
+        if !fits {
+            return 0;
+        }
+        for j in (0..done).step_by(16) {
+            for d in (0..hd).step_by(16) {
+                let src = keys[j * hd + d..].as_ptr();
+                let dst = kt[d * kt_stride + j..].as_mut_ptr();
+                // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
+                // `keys[(j + r)·hd + d..][..16]` and writes `kt[(d + c)·kt_stride + j..][..16]`
+                // for `r, c < 16`: inside the slices, as checked above (`j + 16 <= done`,
+                // `d + 16 <= hd`). It touches no other memory and no stack; every vector
+                // register it uses is call-clobbered (`clobber_abi`).
+                unsafe {
+                    core::arch::asm!(
+                        // Rows in, then pairs of lanes, pairs of pairs, and 128-bit quarters
+                        // swapped in two rounds: register c ends holding column d + c.
+                        "mov rax, {src}",
+                        "vmovups zmm0, [rax]", "add rax, {ss}",
+                        "vmovups zmm1, [rax]", "add rax, {ss}",
+                        "vmovups zmm2, [rax]", "add rax, {ss}",
+                        "vmovups zmm3, [rax]", "add rax, {ss}",
+                        "vmovups zmm4, [rax]", "add rax, {ss}",
+                        "vmovups zmm5, [rax]", "add rax, {ss}",
+                        "vmovups zmm6, [rax]", "add rax, {ss}",
+                        "vmovups zmm7, [rax]", "add rax, {ss}",
+                        "vmovups zmm8, [rax]", "add rax, {ss}",
+                        "vmovups zmm9, [rax]", "add rax, {ss}",
+                        "vmovups zmm10, [rax]", "add rax, {ss}",
+                        "vmovups zmm11, [rax]", "add rax, {ss}",
+                        "vmovups zmm12, [rax]", "add rax, {ss}",
+                        "vmovups zmm13, [rax]", "add rax, {ss}",
+                        "vmovups zmm14, [rax]", "add rax, {ss}",
+                        "vmovups zmm15, [rax]", "add rax, {ss}",
+                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
+                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
+                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
+                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
+                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
+                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
+                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
+                        "vunpcklps zmm30, zmm14, zmm15", "vunpckhps zmm31, zmm14, zmm15",
+                        "vunpcklpd zmm0, zmm16, zmm18", "vunpckhpd zmm1, zmm16, zmm18", "vunpcklpd zmm2, zmm17, zmm19", "vunpckhpd zmm3, zmm17, zmm19",
+                        "vunpcklpd zmm4, zmm20, zmm22", "vunpckhpd zmm5, zmm20, zmm22", "vunpcklpd zmm6, zmm21, zmm23", "vunpckhpd zmm7, zmm21, zmm23",
+                        "vunpcklpd zmm8, zmm24, zmm26", "vunpckhpd zmm9, zmm24, zmm26", "vunpcklpd zmm10, zmm25, zmm27", "vunpckhpd zmm11, zmm25, zmm27",
+                        "vunpcklpd zmm12, zmm28, zmm30", "vunpckhpd zmm13, zmm28, zmm30", "vunpcklpd zmm14, zmm29, zmm31", "vunpckhpd zmm15, zmm29, zmm31",
+                        "vshuff32x4 zmm16, zmm0, zmm4, 0x88", "vshuff32x4 zmm20, zmm0, zmm4, 0xdd", "vshuff32x4 zmm24, zmm8, zmm12, 0x88", "vshuff32x4 zmm28, zmm8, zmm12, 0xdd",
+                        "vshuff32x4 zmm17, zmm1, zmm5, 0x88", "vshuff32x4 zmm21, zmm1, zmm5, 0xdd", "vshuff32x4 zmm25, zmm9, zmm13, 0x88", "vshuff32x4 zmm29, zmm9, zmm13, 0xdd",
+                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm22, zmm2, zmm6, 0xdd", "vshuff32x4 zmm26, zmm10, zmm14, 0x88", "vshuff32x4 zmm30, zmm10, zmm14, 0xdd",
+                        "vshuff32x4 zmm19, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd", "vshuff32x4 zmm27, zmm11, zmm15, 0x88", "vshuff32x4 zmm31, zmm11, zmm15, 0xdd",
+                        "vshuff32x4 zmm0, zmm16, zmm24, 0x88", "vshuff32x4 zmm8, zmm16, zmm24, 0xdd", "vshuff32x4 zmm4, zmm20, zmm28, 0x88", "vshuff32x4 zmm12, zmm20, zmm28, 0xdd",
+                        "vshuff32x4 zmm1, zmm17, zmm25, 0x88", "vshuff32x4 zmm9, zmm17, zmm25, 0xdd", "vshuff32x4 zmm5, zmm21, zmm29, 0x88", "vshuff32x4 zmm13, zmm21, zmm29, 0xdd",
+                        "vshuff32x4 zmm2, zmm18, zmm26, 0x88", "vshuff32x4 zmm10, zmm18, zmm26, 0xdd", "vshuff32x4 zmm6, zmm22, zmm30, 0x88", "vshuff32x4 zmm14, zmm22, zmm30, 0xdd",
+                        "vshuff32x4 zmm3, zmm19, zmm27, 0x88", "vshuff32x4 zmm11, zmm19, zmm27, 0xdd", "vshuff32x4 zmm7, zmm23, zmm31, 0x88", "vshuff32x4 zmm15, zmm23, zmm31, 0xdd",
+                        "mov rax, {dst}",
+                        "vmovups [rax], zmm0", "add rax, {ds}",
+                        "vmovups [rax], zmm1", "add rax, {ds}",
+                        "vmovups [rax], zmm2", "add rax, {ds}",
+                        "vmovups [rax], zmm3", "add rax, {ds}",
+                        "vmovups [rax], zmm4", "add rax, {ds}",
+                        "vmovups [rax], zmm5", "add rax, {ds}",
+                        "vmovups [rax], zmm6", "add rax, {ds}",
+                        "vmovups [rax], zmm7", "add rax, {ds}",
+                        "vmovups [rax], zmm8", "add rax, {ds}",
+                        "vmovups [rax], zmm9", "add rax, {ds}",
+                        "vmovups [rax], zmm10", "add rax, {ds}",
+                        "vmovups [rax], zmm11", "add rax, {ds}",
+                        "vmovups [rax], zmm12", "add rax, {ds}",
+                        "vmovups [rax], zmm13", "add rax, {ds}",
+                        "vmovups [rax], zmm14", "add rax, {ds}",
+                        "vmovups [rax], zmm15", "add rax, {ds}",
+                        "vzeroupper",
+                        src = in(reg) src,
+                        dst = in(reg) dst,
+                        ss = in(reg) hd * 4,
+                        ds = in(reg) kt_stride * 4,
+                        out("rax") _,
+                        clobber_abi("C"),
+                        options(nostack),
+                    )
+                }
+            }
+        }
+        done
+    }
+
     #[inline(always)]
     fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
         let chunks = xs.len() / 16;
@@ -790,5 +915,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn wide_pack_keys_transposes_whole_blocks_of_16_keys_and_leaves_the_rest() {
+        let Some(wide) = Avx512Attend::detect(Step::Unfused) else {
+            return;
+        };
+        let (hd, n, stride) = (48, 37, 40);
+        let keys: Vec<f32> = (0..n * hd).map(|i| i as f32).collect();
+        let mut kt = vec![-1.0f32; hd * stride];
+        assert_eq!(wide.pack_keys(&keys, hd, n, &mut kt, stride), 32);
+        for d in 0..hd {
+            for j in 0..stride {
+                let want = if j < 32 { keys[j * hd + d] } else { -1.0 };
+                assert_eq!(kt[d * stride + j], want, "d {d}, j {j}");
+            }
+        }
+        // A head dimension that is not a multiple of 16: nothing.
+        assert_eq!(wide.pack_keys(&keys[..36 * 8], 8, 36, &mut kt, stride), 0);
     }
 }
