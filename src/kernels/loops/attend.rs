@@ -480,10 +480,12 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
         } = self;
         // Two passes over the rows: every row's max first, then every row's weights. A row's
         // weights wait on its max, so run back to back they would drain the pipeline once per
-        // row; this way the next row's weights never wait on this row's max.
+        // row; this way the next row's weights never wait on this row's max. Likewise the
+        // rescalings `α = exp(old max - new max)` go all at once between the passes: `shift`
+        // holds each row's exponent, 0 (so `α = 1`) for a row whose max did not move on.
+        let mut shift = [0.0f32; GROUP];
         for r in 0..rows {
             let count = state.counts[r];
-            state.alpha[r] = 1.0;
             if count == 0 {
                 continue;
             }
@@ -514,9 +516,16 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
                 }
                 continue;
             }
-            state.alpha[r] = exp(old - top);
+            shift[r] = old - top;
             state.top[r] = top;
         }
+        // `exp(x - 0)` is `exp(x)`: subtracting +0.0 changes no value, not even -0.0.
+        let shift = &mut shift[..rows];
+        let done = wide.exp_shifted(shift, 0.0, &mut [0.0; LANES]);
+        for x in shift[done..].iter_mut() {
+            *x = exp(*x);
+        }
+        state.alpha[..rows].copy_from_slice(shift);
         for r in 0..rows {
             let (count, top) = (state.counts[r], state.top[r]);
             if count == 0 || top == f32::NEG_INFINITY {
