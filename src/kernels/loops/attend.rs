@@ -10,7 +10,7 @@
 //!    dimension in increasing order ([`scores_block`]);
 //! 2. the tile's max `t` (lane maxima, then a fixed fold, [`scale_mask_max`]), the running max
 //!    `m' = max(m, t)`, `α = exp(m - m')`, the weights `p_j = exp(s_j - m')` and the running
-//!    sum `l' = l·α + Σ p_j` (a lane [`sum`]);
+//!    sum `l' = l·α + Σ p_j` (a lane [`sum_from`]);
 //! 3. the output row `o' = o·α + Σ_j p_j · v_j`, accumulated in increasing `j`
 //!    ([`weigh_rows`]).
 //!
@@ -33,7 +33,7 @@ pub(crate) mod wide;
 
 use self::wide::Wide;
 use super::exp::exp;
-use super::lanes::{scale_mask_max, scores_block, sum, weigh_rows};
+use super::lanes::{scale_mask_max, scores_block, sum_from, weigh_rows};
 use super::simd::{prefetch, prefetch_l2, MulAdd, Phase, Simd, LANES};
 
 /// Query rows that share each key and value load.
@@ -157,7 +157,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                     scores,
                 });
             } else {
-                s.outlined(PackKeys { h, t0, n, kt });
+                s.outlined(PackKeys { wide, h, t0, n, kt });
                 s.outlined(Scores {
                     mode,
                     wide,
@@ -226,19 +226,20 @@ fn pack_queries(h: &Head<'_>, g0: usize, rows: usize, qt: &mut [f32]) {
 
 /// Packs keys `t0 .. t0 + n` transposed, `kt[d·KEY_TILE + j] = k[t0 + j][d]`, and zeroes the
 /// columns up to the next multiple of [`LANES`] (their scores are computed, never read).
-struct PackKeys<'a, 'h> {
+struct PackKeys<'a, 'h, W> {
+    wide: W,
     h: &'a Head<'h>,
     t0: usize,
     n: usize,
     kt: &'a mut [f32],
 }
 
-impl<S: Simd> Phase<S> for PackKeys<'_, '_> {
+impl<S: Simd, W: Wide> Phase<S> for PackKeys<'_, '_, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
-        let Self { h, t0, n, kt } = self;
+        let Self { wide, h, t0, n, kt } = self;
         let hd = h.hd;
         let padded = n.next_multiple_of(LANES);
         let keys = &h.k[t0 * hd..(t0 + n) * hd];
@@ -247,7 +248,9 @@ impl<S: Simd> Phase<S> for PackKeys<'_, '_> {
         // The tile's values (read by the weighted sum next) and the next tile's keys.
         let values = &h.v[t0 * hd..(t0 + n) * hd];
         let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
-        for j in (0..whole).step_by(LANES) {
+        // Whole blocks of 16 keys on the wide kernel where there is one (the same values).
+        let done = wide.pack_keys(keys, hd, n, kt, KEY_TILE);
+        for j in (done..whole).step_by(LANES) {
             let block = &keys[j * hd..(j + LANES) * hd];
             prefetch(&values[j * hd..(j + LANES) * hd]);
             prefetch(next.get(j * hd..(j + LANES) * hd).unwrap_or(&[]));
@@ -318,11 +321,8 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             let mut col = 0;
             while col + 64 <= cols {
                 // From zero, as the 8-lane kernel starts its chains.
-                for r in 0..ROWS {
-                    out[r * KEY_TILE + col..r * KEY_TILE + col + 64].fill(0.0);
-                }
                 let (kt, c) = (&kt[col..], &mut out[col..]);
-                if !wide.block_4x64(q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE) {
+                if !wide.block_4x64_from_zero(q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE) {
                     break;
                 }
                 col += 64;
@@ -478,9 +478,14 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
             scores,
             state,
         } = self;
+        // Two passes over the rows: every row's max first, then every row's weights. A row's
+        // weights wait on its max, so run back to back they would drain the pipeline once per
+        // row; this way the next row's weights never wait on this row's max. Likewise the
+        // rescalings `α = exp(old max - new max)` go all at once between the passes: `shift`
+        // holds each row's exponent, 0 (so `α = 1`) for a row whose max did not move on.
+        let mut shift = [0.0f32; GROUP];
         for r in 0..rows {
             let count = state.counts[r];
-            state.alpha[r] = 1.0;
             if count == 0 {
                 continue;
             }
@@ -497,7 +502,7 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
                 // Every key so far hidden: weights 0, so that a NaN in `v` still reaches the
                 // row if a later key is seen. The max skips NaN (see `scale_mask_max`); a NaN
                 // score keeps its NaN weight and makes the sum NaN, as it would against a
-                // finite max.
+                // finite max. The second pass leaves the row alone (its max stays `-inf`).
                 let mut nan = false;
                 for x in row.iter_mut() {
                     if x.is_nan() {
@@ -511,15 +516,31 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
                 }
                 continue;
             }
-            let alpha = exp(old - top);
-            // Whole chunks of 16 on the wide kernel where there is one; the same bits.
-            let done = wide.exp_shifted(row, top);
-            for x in row[done..].iter_mut() {
+            shift[r] = old - top;
+            state.top[r] = top;
+        }
+        // `exp(x - 0)` is `exp(x)`: subtracting +0.0 changes no value, not even -0.0.
+        let shift = &mut shift[..rows];
+        let done = wide.exp_shifted(shift, 0.0, &mut [0.0; LANES]);
+        for x in shift[done..].iter_mut() {
+            *x = exp(*x);
+        }
+        state.alpha[..rows].copy_from_slice(shift);
+        for r in 0..rows {
+            let (count, top) = (state.counts[r], state.top[r]);
+            if count == 0 || top == f32::NEG_INFINITY {
+                continue;
+            }
+            let row = &mut scores[r * KEY_TILE..r * KEY_TILE + count];
+            // Whole chunks of 16 on the wide kernel where there is one, which also adds them
+            // to the row's lanes of the sum; the same bits.
+            let mut lanes = [0.0f32; LANES];
+            let done = wide.exp_shifted(row, top, &mut lanes);
+            let row = &mut row[done..];
+            for x in row.iter_mut() {
                 *x = exp(*x - top);
             }
-            state.alpha[r] = alpha;
-            state.total[r] = state.total[r] * alpha + sum(s, row);
-            state.top[r] = top;
+            state.total[r] = state.total[r] * state.alpha[r] + sum_from(s, s.load(&lanes), row);
         }
     }
 }

@@ -32,10 +32,40 @@ pub(crate) trait Wide: Copy {
         c_row: usize,
     ) -> bool;
 
+    /// [`block_4x64`](Self::block_4x64) with the sums starting at `+0.0`, as the 8-lane
+    /// score kernel starts its chains: `c` is written, never read.
+    #[allow(clippy::too_many_arguments)]
+    fn block_4x64_from_zero(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool;
+
+    /// Packs the first `16·⌊n/16⌋` keys of `keys` (`hd` values each) transposed,
+    /// `kt[d·kt_stride + j] = keys[j·hd + d]`, in 16 × 16 blocks; returns how many keys it
+    /// packed (0, having done nothing, where it has no such kernel, `hd` is not a multiple of
+    /// 16 or the slices are too short), the rest are the caller's. Moves only: exact.
+    fn pack_keys(
+        self,
+        keys: &[f32],
+        hd: usize,
+        n: usize,
+        kt: &mut [f32],
+        kt_stride: usize,
+    ) -> usize;
+
     /// `xs[j] = exp(xs[j] - top)` with the bits of [`exp`](super::super::exp::exp), over the
-    /// whole chunks of 16 from the start of `xs`; returns how many values it did (0 where it
-    /// has no such kernel), the rest are the caller's.
-    fn exp_shifted(self, xs: &mut [f32], top: f32) -> usize;
+    /// whole chunks of 16 from the start of `xs`, adding each 8-value chunk of the results to
+    /// `lanes` in increasing order (lane `l` gets `xs[8c + l]`, as [`sum_from`](super::super::lanes::sum_from)
+    /// accumulates); returns how many values it did (0 where it has no such kernel, `lanes`
+    /// untouched), the rest are the caller's.
+    fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize;
 }
 
 /// No wide kernel: every block runs on the 8-lane backend.
@@ -59,7 +89,27 @@ impl Wide for Narrow {
     }
 
     #[inline(always)]
-    fn exp_shifted(self, _: &mut [f32], _: f32) -> usize {
+    fn block_4x64_from_zero(
+        self,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &mut [f32],
+        _: usize,
+    ) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn pack_keys(self, _: &[f32], _: usize, _: usize, _: &mut [f32], _: usize) -> usize {
+        0
+    }
+
+    #[inline(always)]
+    fn exp_shifted(self, _: &mut [f32], _: f32, _: &mut [f32; 8]) -> usize {
         0
     }
 }
@@ -118,76 +168,479 @@ static EXP_CONSTANTS: [u32; 16] = {
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 impl Wide for Avx512Attend {
     #[inline(always)]
-    fn exp_shifted(self, xs: &mut [f32], top: f32) -> usize {
+    fn pack_keys(
+        self,
+        keys: &[f32],
+        hd: usize,
+        n: usize,
+        kt: &mut [f32],
+        kt_stride: usize,
+    ) -> usize {
+        let done = n - n % 16;
+        if done == 0 || hd == 0 || hd % 16 != 0 {
+            return 0;
+        }
+        let fits = done.checked_mul(hd).is_some_and(|len| len <= keys.len())
+            && (hd - 1)
+                .checked_mul(kt_stride)
+                .and_then(|at| at.checked_add(done))
+                .is_some_and(|len| len <= kt.len())
+            // Byte strides fit an address register.
+            && [hd, kt_stride]
+                .iter()
+                .all(|&s| s.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize));
+        if !fits {
+            return 0;
+        }
+        for j in (0..done).step_by(16) {
+            for d in (0..hd).step_by(16) {
+                let src = keys[j * hd + d..].as_ptr();
+                let dst = kt[d * kt_stride + j..].as_mut_ptr();
+                // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
+                // `keys[(j + r)·hd + d..][..16]` and writes `kt[(d + c)·kt_stride + j..][..16]`
+                // for `r, c < 16`: inside the slices, as checked above (`j + 16 <= done`,
+                // `d + 16 <= hd`). It touches no other memory and no stack; every vector
+                // register it uses is call-clobbered (`clobber_abi`).
+                unsafe {
+                    core::arch::asm!(
+                        // Rows in, then pairs of lanes, pairs of pairs, and 128-bit quarters
+                        // swapped in two rounds: register c ends holding column d + c.
+                        "mov rax, {src}",
+                        "vmovups zmm0, [rax]", "add rax, {ss}",
+                        "vmovups zmm1, [rax]", "add rax, {ss}",
+                        "vmovups zmm2, [rax]", "add rax, {ss}",
+                        "vmovups zmm3, [rax]", "add rax, {ss}",
+                        "vmovups zmm4, [rax]", "add rax, {ss}",
+                        "vmovups zmm5, [rax]", "add rax, {ss}",
+                        "vmovups zmm6, [rax]", "add rax, {ss}",
+                        "vmovups zmm7, [rax]", "add rax, {ss}",
+                        "vmovups zmm8, [rax]", "add rax, {ss}",
+                        "vmovups zmm9, [rax]", "add rax, {ss}",
+                        "vmovups zmm10, [rax]", "add rax, {ss}",
+                        "vmovups zmm11, [rax]", "add rax, {ss}",
+                        "vmovups zmm12, [rax]", "add rax, {ss}",
+                        "vmovups zmm13, [rax]", "add rax, {ss}",
+                        "vmovups zmm14, [rax]", "add rax, {ss}",
+                        "vmovups zmm15, [rax]", "add rax, {ss}",
+                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
+                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
+                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
+                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
+                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
+                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
+                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
+                        "vunpcklps zmm30, zmm14, zmm15", "vunpckhps zmm31, zmm14, zmm15",
+                        "vunpcklpd zmm0, zmm16, zmm18", "vunpckhpd zmm1, zmm16, zmm18", "vunpcklpd zmm2, zmm17, zmm19", "vunpckhpd zmm3, zmm17, zmm19",
+                        "vunpcklpd zmm4, zmm20, zmm22", "vunpckhpd zmm5, zmm20, zmm22", "vunpcklpd zmm6, zmm21, zmm23", "vunpckhpd zmm7, zmm21, zmm23",
+                        "vunpcklpd zmm8, zmm24, zmm26", "vunpckhpd zmm9, zmm24, zmm26", "vunpcklpd zmm10, zmm25, zmm27", "vunpckhpd zmm11, zmm25, zmm27",
+                        "vunpcklpd zmm12, zmm28, zmm30", "vunpckhpd zmm13, zmm28, zmm30", "vunpcklpd zmm14, zmm29, zmm31", "vunpckhpd zmm15, zmm29, zmm31",
+                        "vshuff32x4 zmm16, zmm0, zmm4, 0x88", "vshuff32x4 zmm20, zmm0, zmm4, 0xdd", "vshuff32x4 zmm24, zmm8, zmm12, 0x88", "vshuff32x4 zmm28, zmm8, zmm12, 0xdd",
+                        "vshuff32x4 zmm17, zmm1, zmm5, 0x88", "vshuff32x4 zmm21, zmm1, zmm5, 0xdd", "vshuff32x4 zmm25, zmm9, zmm13, 0x88", "vshuff32x4 zmm29, zmm9, zmm13, 0xdd",
+                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm22, zmm2, zmm6, 0xdd", "vshuff32x4 zmm26, zmm10, zmm14, 0x88", "vshuff32x4 zmm30, zmm10, zmm14, 0xdd",
+                        "vshuff32x4 zmm19, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd", "vshuff32x4 zmm27, zmm11, zmm15, 0x88", "vshuff32x4 zmm31, zmm11, zmm15, 0xdd",
+                        "vshuff32x4 zmm0, zmm16, zmm24, 0x88", "vshuff32x4 zmm8, zmm16, zmm24, 0xdd", "vshuff32x4 zmm4, zmm20, zmm28, 0x88", "vshuff32x4 zmm12, zmm20, zmm28, 0xdd",
+                        "vshuff32x4 zmm1, zmm17, zmm25, 0x88", "vshuff32x4 zmm9, zmm17, zmm25, 0xdd", "vshuff32x4 zmm5, zmm21, zmm29, 0x88", "vshuff32x4 zmm13, zmm21, zmm29, 0xdd",
+                        "vshuff32x4 zmm2, zmm18, zmm26, 0x88", "vshuff32x4 zmm10, zmm18, zmm26, 0xdd", "vshuff32x4 zmm6, zmm22, zmm30, 0x88", "vshuff32x4 zmm14, zmm22, zmm30, 0xdd",
+                        "vshuff32x4 zmm3, zmm19, zmm27, 0x88", "vshuff32x4 zmm11, zmm19, zmm27, 0xdd", "vshuff32x4 zmm7, zmm23, zmm31, 0x88", "vshuff32x4 zmm15, zmm23, zmm31, 0xdd",
+                        "mov rax, {dst}",
+                        "vmovups [rax], zmm0", "add rax, {ds}",
+                        "vmovups [rax], zmm1", "add rax, {ds}",
+                        "vmovups [rax], zmm2", "add rax, {ds}",
+                        "vmovups [rax], zmm3", "add rax, {ds}",
+                        "vmovups [rax], zmm4", "add rax, {ds}",
+                        "vmovups [rax], zmm5", "add rax, {ds}",
+                        "vmovups [rax], zmm6", "add rax, {ds}",
+                        "vmovups [rax], zmm7", "add rax, {ds}",
+                        "vmovups [rax], zmm8", "add rax, {ds}",
+                        "vmovups [rax], zmm9", "add rax, {ds}",
+                        "vmovups [rax], zmm10", "add rax, {ds}",
+                        "vmovups [rax], zmm11", "add rax, {ds}",
+                        "vmovups [rax], zmm12", "add rax, {ds}",
+                        "vmovups [rax], zmm13", "add rax, {ds}",
+                        "vmovups [rax], zmm14", "add rax, {ds}",
+                        "vmovups [rax], zmm15", "add rax, {ds}",
+                        "vzeroupper",
+                        src = in(reg) src,
+                        dst = in(reg) dst,
+                        ss = in(reg) hd * 4,
+                        ds = in(reg) kt_stride * 4,
+                        out("rax") _,
+                        clobber_abi("C"),
+                        options(nostack),
+                    )
+                }
+            }
+        }
+        done
+    }
+
+    #[inline(always)]
+    fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
         let chunks = xs.len() / 16;
         if chunks == 0 {
             return 0;
         }
         // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
-        // writes `xs[..16·chunks]`, inside the slice, and reads the 16 constants; it touches
-        // no other memory and no stack, and every vector and mask register it uses is
-        // call-clobbered (`clobber_abi`). Each step is one IEEE operation of `exp`, in its
-        // order, rounded alone (no fused multiply-add), so every lane gets `exp`'s bits.
+        // writes `xs[..16·chunks]`, inside the slice, reads the 16 constants and reads and
+        // writes the 8 values of `lanes`; it touches no other memory and no stack, and every
+        // vector and mask register it uses is call-clobbered (`clobber_abi`). Each step is one
+        // IEEE operation of `exp`, in its order, rounded alone (no fused multiply-add), so
+        // every lane gets `exp`'s bits; the sum adds each chunk's low then high eight lanes,
+        // chunk after chunk, as `sum` adds 8-lane chunks in increasing order.
         unsafe {
             core::arch::asm!(
-                "vbroadcastss zmm15, {top:x}",
+                "vbroadcastss zmm24, {top:x}",
+                "vmovups ymm25, [{acc}]",
+                "vbroadcastss zmm26, dword ptr [{c}]",
+                "vbroadcastss zmm27, dword ptr [{c} + 4]",
+                "vbroadcastss zmm28, dword ptr [{c} + 12]",
+                "vbroadcastss zmm29, dword ptr [{c} + 52]",
+                "vbroadcastss zmm30, dword ptr [{c} + 56]",
+                "vbroadcastss zmm31, dword ptr [{c} + 60]",
+                "cmp rcx, 4",
+                "jb 3f",
+                // Four chunks a pass, their steps interleaved one by one: each chunk is one
+                // long chain of dependent steps, which alone would leave the units idle. Per
+                // chunk (registers 6i to 6i + 5: x, xc, n, r, p, t): x = xs - top; xc =
+                // clamp(x) (for NaN x, any value: the NaN is selected below); t = xc·log2 e +
+                // magic, n = bits(t) - bits(magic), nf = t - magic; r = (xc - nf·ln2_hi) -
+                // nf·ln2_lo; p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5; er = (p·(r·r) +
+                // r) + 1; half = n >> 1, a = (half + 127) << 23, b = (n - half + 127) << 23;
+                // y = (er·a)·b; then on x: below the range +0.0 (p xor p), above it +inf, NaN
+                // the NaN; the store; the sum's low then high eight lanes, chunk by chunk.
                 "2:",
-                // x = xs - top; xc = clamp(x) (for NaN x, any value: the NaN is selected below).
-                "vmovups zmm0, [rsi]",
-                "vsubps zmm0, zmm0, zmm15",
-                "vmaxps zmm1, zmm0, dword ptr [{c}]{{1to16}}",
-                "vminps zmm1, zmm1, dword ptr [{c} + 4]{{1to16}}",
-                // t = xc·log2 e + magic; n = bits(t) - bits(magic); nf = t - magic.
-                "vmulps zmm2, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm2, zmm2, dword ptr [{c} + 12]{{1to16}}",
-                "vpsubd zmm3, zmm2, dword ptr [{c} + 12]{{1to16}}",
-                "vsubps zmm4, zmm2, dword ptr [{c} + 12]{{1to16}}",
-                // r = (xc - nf·ln2_hi) - nf·ln2_lo.
+                "vmovups zmm0, [rsi + 0]",
+                "vmovups zmm6, [rsi + 64]",
+                "vmovups zmm12, [rsi + 128]",
+                "vmovups zmm18, [rsi + 192]",
+                "vsubps zmm0, zmm0, zmm24",
+                "vsubps zmm6, zmm6, zmm24",
+                "vsubps zmm12, zmm12, zmm24",
+                "vsubps zmm18, zmm18, zmm24",
+                "vmaxps zmm1, zmm0, zmm26",
+                "vmaxps zmm7, zmm6, zmm26",
+                "vmaxps zmm13, zmm12, zmm26",
+                "vmaxps zmm19, zmm18, zmm26",
+                "vminps zmm1, zmm1, zmm27",
+                "vminps zmm7, zmm7, zmm27",
+                "vminps zmm13, zmm13, zmm27",
+                "vminps zmm19, zmm19, zmm27",
+                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm16, zmm13, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm22, zmm19, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm4, zmm4, zmm28",
+                "vaddps zmm10, zmm10, zmm28",
+                "vaddps zmm16, zmm16, zmm28",
+                "vaddps zmm22, zmm22, zmm28",
+                "vpsubd zmm2, zmm4, zmm28",
+                "vpsubd zmm8, zmm10, zmm28",
+                "vpsubd zmm14, zmm16, zmm28",
+                "vpsubd zmm20, zmm22, zmm28",
+                "vsubps zmm4, zmm4, zmm28",
+                "vsubps zmm10, zmm10, zmm28",
+                "vsubps zmm16, zmm16, zmm28",
+                "vsubps zmm22, zmm22, zmm28",
                 "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm5, zmm1, zmm5",
-                "vmulps zmm6, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm5, zmm5, zmm6",
-                // p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5.
-                "vbroadcastss zmm6, dword ptr [{c} + 24]",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 44]{{1to16}}",
-                // er = (p·(r·r) + r) + 1.
-                "vmulps zmm7, zmm5, zmm5",
-                "vmulps zmm6, zmm6, zmm7",
-                "vaddps zmm6, zmm6, zmm5",
-                "vaddps zmm6, zmm6, dword ptr [{c} + 48]{{1to16}}",
-                // half = n >> 1; a = (half + 127) << 23; b = (n - half + 127) << 23.
-                "vpsrad zmm7, zmm3, 1",
-                "vpsubd zmm8, zmm3, zmm7",
-                "vpaddd zmm7, zmm7, dword ptr [{c} + 52]{{1to16}}",
-                "vpslld zmm7, zmm7, 23",
-                "vpaddd zmm8, zmm8, dword ptr [{c} + 52]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
+                "vmulps zmm17, zmm16, dword ptr [{c} + 16]{{1to16}}",
+                "vmulps zmm23, zmm22, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm1, zmm1, zmm5",
+                "vsubps zmm7, zmm7, zmm11",
+                "vsubps zmm13, zmm13, zmm17",
+                "vsubps zmm19, zmm19, zmm23",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm17, zmm16, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm23, zmm22, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm3, zmm1, zmm5",
+                "vsubps zmm9, zmm7, zmm11",
+                "vsubps zmm15, zmm13, zmm17",
+                "vsubps zmm21, zmm19, zmm23",
+                "vbroadcastss zmm4, dword ptr [{c} + 24]",
+                "vbroadcastss zmm10, dword ptr [{c} + 24]",
+                "vbroadcastss zmm16, dword ptr [{c} + 24]",
+                "vbroadcastss zmm22, dword ptr [{c} + 24]",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vmulps zmm16, zmm16, zmm15",
+                "vmulps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 44]{{1to16}}",
+                "vmulps zmm5, zmm3, zmm3",
+                "vmulps zmm11, zmm9, zmm9",
+                "vmulps zmm17, zmm15, zmm15",
+                "vmulps zmm23, zmm21, zmm21",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vmulps zmm16, zmm16, zmm17",
+                "vmulps zmm22, zmm22, zmm23",
+                "vaddps zmm4, zmm4, zmm3",
+                "vaddps zmm10, zmm10, zmm9",
+                "vaddps zmm16, zmm16, zmm15",
+                "vaddps zmm22, zmm22, zmm21",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm16, zmm16, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm22, zmm22, dword ptr [{c} + 48]{{1to16}}",
+                "vpsrad zmm5, zmm2, 1",
+                "vpsrad zmm11, zmm8, 1",
+                "vpsrad zmm17, zmm14, 1",
+                "vpsrad zmm23, zmm20, 1",
+                "vpsubd zmm2, zmm2, zmm5",
+                "vpsubd zmm8, zmm8, zmm11",
+                "vpsubd zmm14, zmm14, zmm17",
+                "vpsubd zmm20, zmm20, zmm23",
+                "vpaddd zmm5, zmm5, zmm29",
+                "vpaddd zmm11, zmm11, zmm29",
+                "vpaddd zmm17, zmm17, zmm29",
+                "vpaddd zmm23, zmm23, zmm29",
+                "vpslld zmm5, zmm5, 23",
+                "vpslld zmm11, zmm11, 23",
+                "vpslld zmm17, zmm17, 23",
+                "vpslld zmm23, zmm23, 23",
+                "vpaddd zmm2, zmm2, zmm29",
+                "vpaddd zmm8, zmm8, zmm29",
+                "vpaddd zmm14, zmm14, zmm29",
+                "vpaddd zmm20, zmm20, zmm29",
+                "vpslld zmm2, zmm2, 23",
                 "vpslld zmm8, zmm8, 23",
-                // y = (er·a)·b.
-                "vmulps zmm6, zmm6, zmm7",
-                "vmulps zmm6, zmm6, zmm8",
-                // The special cases, on x: below the range 0, above it +inf, NaN the NaN.
-                "vcmpps k1, zmm0, dword ptr [{c}]{{1to16}}, 1",
-                "vcmpps k2, zmm0, dword ptr [{c} + 4]{{1to16}}, 14",
+                "vpslld zmm14, zmm14, 23",
+                "vpslld zmm20, zmm20, 23",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vmulps zmm16, zmm16, zmm17",
+                "vmulps zmm22, zmm22, zmm23",
+                "vmulps zmm4, zmm4, zmm2",
+                "vmulps zmm10, zmm10, zmm8",
+                "vmulps zmm16, zmm16, zmm14",
+                "vmulps zmm22, zmm22, zmm20",
+                "vcmpps k1, zmm0, zmm26, 1",
+                "vcmpps k2, zmm0, zmm27, 14",
                 "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm9, zmm9, zmm9",
-                "vmovaps zmm6 {{k1}}, zmm9",
-                "vbroadcastss zmm6 {{k2}}, dword ptr [{c} + 56]",
-                "vbroadcastss zmm6 {{k3}}, dword ptr [{c} + 60]",
-                "vmovups [rsi], zmm6",
-                "add rsi, 64",
-                "dec rcx",
-                "jnz 2b",
+                "vpxord zmm4 {{k1}}, zmm4, zmm4",
+                "vmovaps zmm4 {{k2}}, zmm30",
+                "vmovaps zmm4 {{k3}}, zmm31",
+                "vmovups [rsi + 0], zmm4",
+                "vcmpps k1, zmm6, zmm26, 1",
+                "vcmpps k2, zmm6, zmm27, 14",
+                "vcmpps k3, zmm6, zmm6, 3",
+                "vpxord zmm10 {{k1}}, zmm10, zmm10",
+                "vmovaps zmm10 {{k2}}, zmm30",
+                "vmovaps zmm10 {{k3}}, zmm31",
+                "vmovups [rsi + 64], zmm10",
+                "vcmpps k1, zmm12, zmm26, 1",
+                "vcmpps k2, zmm12, zmm27, 14",
+                "vcmpps k3, zmm12, zmm12, 3",
+                "vpxord zmm16 {{k1}}, zmm16, zmm16",
+                "vmovaps zmm16 {{k2}}, zmm30",
+                "vmovaps zmm16 {{k3}}, zmm31",
+                "vmovups [rsi + 128], zmm16",
+                "vcmpps k1, zmm18, zmm26, 1",
+                "vcmpps k2, zmm18, zmm27, 14",
+                "vcmpps k3, zmm18, zmm18, 3",
+                "vpxord zmm22 {{k1}}, zmm22, zmm22",
+                "vmovaps zmm22 {{k2}}, zmm30",
+                "vmovaps zmm22 {{k3}}, zmm31",
+                "vmovups [rsi + 192], zmm22",
+                "vaddps ymm25, ymm25, ymm4",
+                "vextractf64x4 ymm5, zmm4, 1",
+                "vaddps ymm25, ymm25, ymm5",
+                "vaddps ymm25, ymm25, ymm10",
+                "vextractf64x4 ymm11, zmm10, 1",
+                "vaddps ymm25, ymm25, ymm11",
+                "vaddps ymm25, ymm25, ymm16",
+                "vextractf64x4 ymm17, zmm16, 1",
+                "vaddps ymm25, ymm25, ymm17",
+                "vaddps ymm25, ymm25, ymm22",
+                "vextractf64x4 ymm23, zmm22, 1",
+                "vaddps ymm25, ymm25, ymm23",
+                "add rsi, 256",
+                "sub rcx, 4",
+                "cmp rcx, 4",
+                "jae 2b",
+                "3:",
+                "cmp rcx, 2",
+                "jb 5f",
+                "vmovups zmm0, [rsi + 0]",
+                "vmovups zmm6, [rsi + 64]",
+                "vsubps zmm0, zmm0, zmm24",
+                "vsubps zmm6, zmm6, zmm24",
+                "vmaxps zmm1, zmm0, zmm26",
+                "vmaxps zmm7, zmm6, zmm26",
+                "vminps zmm1, zmm1, zmm27",
+                "vminps zmm7, zmm7, zmm27",
+                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm4, zmm4, zmm28",
+                "vaddps zmm10, zmm10, zmm28",
+                "vpsubd zmm2, zmm4, zmm28",
+                "vpsubd zmm8, zmm10, zmm28",
+                "vsubps zmm4, zmm4, zmm28",
+                "vsubps zmm10, zmm10, zmm28",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm1, zmm1, zmm5",
+                "vsubps zmm7, zmm7, zmm11",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm3, zmm1, zmm5",
+                "vsubps zmm9, zmm7, zmm11",
+                "vbroadcastss zmm4, dword ptr [{c} + 24]",
+                "vbroadcastss zmm10, dword ptr [{c} + 24]",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vmulps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
+                "vmulps zmm5, zmm3, zmm3",
+                "vmulps zmm11, zmm9, zmm9",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vaddps zmm4, zmm4, zmm3",
+                "vaddps zmm10, zmm10, zmm9",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
+                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
+                "vpsrad zmm5, zmm2, 1",
+                "vpsrad zmm11, zmm8, 1",
+                "vpsubd zmm2, zmm2, zmm5",
+                "vpsubd zmm8, zmm8, zmm11",
+                "vpaddd zmm5, zmm5, zmm29",
+                "vpaddd zmm11, zmm11, zmm29",
+                "vpslld zmm5, zmm5, 23",
+                "vpslld zmm11, zmm11, 23",
+                "vpaddd zmm2, zmm2, zmm29",
+                "vpaddd zmm8, zmm8, zmm29",
+                "vpslld zmm2, zmm2, 23",
+                "vpslld zmm8, zmm8, 23",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm10, zmm10, zmm11",
+                "vmulps zmm4, zmm4, zmm2",
+                "vmulps zmm10, zmm10, zmm8",
+                "vcmpps k1, zmm0, zmm26, 1",
+                "vcmpps k2, zmm0, zmm27, 14",
+                "vcmpps k3, zmm0, zmm0, 3",
+                "vpxord zmm4 {{k1}}, zmm4, zmm4",
+                "vmovaps zmm4 {{k2}}, zmm30",
+                "vmovaps zmm4 {{k3}}, zmm31",
+                "vmovups [rsi + 0], zmm4",
+                "vcmpps k1, zmm6, zmm26, 1",
+                "vcmpps k2, zmm6, zmm27, 14",
+                "vcmpps k3, zmm6, zmm6, 3",
+                "vpxord zmm10 {{k1}}, zmm10, zmm10",
+                "vmovaps zmm10 {{k2}}, zmm30",
+                "vmovaps zmm10 {{k3}}, zmm31",
+                "vmovups [rsi + 64], zmm10",
+                "vaddps ymm25, ymm25, ymm4",
+                "vextractf64x4 ymm5, zmm4, 1",
+                "vaddps ymm25, ymm25, ymm5",
+                "vaddps ymm25, ymm25, ymm10",
+                "vextractf64x4 ymm11, zmm10, 1",
+                "vaddps ymm25, ymm25, ymm11",
+                "add rsi, 128",
+                "sub rcx, 2",
+                "5:",
+                "test rcx, rcx",
+                "jz 4f",
+                "vmovups zmm0, [rsi + 0]",
+                "vsubps zmm0, zmm0, zmm24",
+                "vmaxps zmm1, zmm0, zmm26",
+                "vminps zmm1, zmm1, zmm27",
+                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
+                "vaddps zmm4, zmm4, zmm28",
+                "vpsubd zmm2, zmm4, zmm28",
+                "vsubps zmm4, zmm4, zmm28",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
+                "vsubps zmm1, zmm1, zmm5",
+                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
+                "vsubps zmm3, zmm1, zmm5",
+                "vbroadcastss zmm4, dword ptr [{c} + 24]",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
+                "vmulps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
+                "vmulps zmm5, zmm3, zmm3",
+                "vmulps zmm4, zmm4, zmm5",
+                "vaddps zmm4, zmm4, zmm3",
+                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
+                "vpsrad zmm5, zmm2, 1",
+                "vpsubd zmm2, zmm2, zmm5",
+                "vpaddd zmm5, zmm5, zmm29",
+                "vpslld zmm5, zmm5, 23",
+                "vpaddd zmm2, zmm2, zmm29",
+                "vpslld zmm2, zmm2, 23",
+                "vmulps zmm4, zmm4, zmm5",
+                "vmulps zmm4, zmm4, zmm2",
+                "vcmpps k1, zmm0, zmm26, 1",
+                "vcmpps k2, zmm0, zmm27, 14",
+                "vcmpps k3, zmm0, zmm0, 3",
+                "vpxord zmm4 {{k1}}, zmm4, zmm4",
+                "vmovaps zmm4 {{k2}}, zmm30",
+                "vmovaps zmm4 {{k3}}, zmm31",
+                "vmovups [rsi + 0], zmm4",
+                "vaddps ymm25, ymm25, ymm4",
+                "vextractf64x4 ymm5, zmm4, 1",
+                "vaddps ymm25, ymm25, ymm5",
+                "4:",
+                "vmovups [{acc}], ymm25",
                 "vzeroupper",
                 top = in(xmm_reg) top,
+                acc = in(reg) lanes.as_mut_ptr(),
                 inout("rsi") xs.as_mut_ptr() => _,
                 inout("rcx") chunks => _,
                 c = in(reg) EXP_CONSTANTS.as_ptr(),
@@ -210,7 +663,53 @@ impl Wide for Avx512Attend {
         c: &mut [f32],
         c_row: usize,
     ) -> bool {
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, false)
+    }
+
+    #[inline(always)]
+    fn block_4x64_from_zero(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool {
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true)
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+impl Avx512Attend {
+    /// [`Wide::block_4x64`], its accumulators starting at `+0.0` when `zero` (then `c` is
+    /// written, never read; a product from zero needs no cleared output to load).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+        zero: bool,
+    ) -> bool {
         if depth == 0 {
+            if zero {
+                // No step: the sums are the starting zeros.
+                if reach(1, 0, c_row, 64).is_none_or(|n| n > c.len()) {
+                    return false;
+                }
+                for r in 0..4 {
+                    c[r * c_row..r * c_row + 64].fill(0.0);
+                }
+            }
             return true;
         }
         let fits = reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
@@ -231,11 +730,21 @@ impl Wide for Avx512Attend {
             // call-clobbered (`clobber_abi`).
             Step::Fused => unsafe {
                 core::arch::asm!(
+                    // From +0.0 (`c` not read) or from `c`.
+                    "test {zero}, {zero}",
+                    "jz 3f",
+                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
+                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
+                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
+                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
+                    "jmp 2f",
+                    "3:",
                     "mov r8, {c}",
                     "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
+
                     "2:",
                     "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
                     "vbroadcastss zmm20, dword ptr [rsi]",
@@ -263,6 +772,7 @@ impl Wide for Avx512Attend {
                     astep = in(reg) a_step * 4,
                     bstep = in(reg) b_step * 4,
                     cs = in(reg) c_row * 4,
+                    zero = in(reg) usize::from(zero),
                     clobber_abi("C"),
                     options(nostack),
                 )
@@ -270,11 +780,21 @@ impl Wide for Avx512Attend {
             // SAFETY: as above; the loop differs only in its arithmetic.
             Step::Unfused => unsafe {
                 core::arch::asm!(
+                    // From +0.0 (`c` not read) or from `c`.
+                    "test {zero}, {zero}",
+                    "jz 3f",
+                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
+                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
+                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
+                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
+                    "jmp 2f",
+                    "3:",
                     "mov r8, {c}",
                     "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
                     "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
+
                     "2:",
                     "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
                     "vbroadcastss zmm20, dword ptr [rsi]",
@@ -302,6 +822,7 @@ impl Wide for Avx512Attend {
                     astep = in(reg) a_step * 4,
                     bstep = in(reg) b_step * 4,
                     cs = in(reg) c_row * 4,
+                    zero = in(reg) usize::from(zero),
                     clobber_abi("C"),
                     options(nostack),
                 )
@@ -331,7 +852,7 @@ mod tests {
             .collect();
         for top in [0.0f32, 1.5, -3.25, 80.0, f32::INFINITY] {
             let mut got = inputs.clone();
-            let done = wide.exp_shifted(&mut got, top);
+            let done = wide.exp_shifted(&mut got, top, &mut [0.0; 8]);
             assert_eq!(done, inputs.len() - inputs.len() % 16);
             for (i, (&x, &y)) in inputs.iter().zip(&got).enumerate() {
                 let want = if i < done { exp(x - top) } else { x };
@@ -343,5 +864,75 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn wide_exp_adds_each_eight_results_to_the_lanes_in_order() {
+        let Some(wide) = Avx512Attend::detect(Step::Unfused) else {
+            return;
+        };
+        // Three chunks (one pass of two and a lone one) and a ragged tail of 5 left alone;
+        // values whose sums round differently in another order.
+        let inputs: Vec<f32> = (0..53).map(|i| (i as f32) * 0.37 - 9.0).collect();
+        let start = [1.0e-3f32, -2.5, 7.0, 0.0, -0.0, 3.0e4, 1.0, 0.1];
+        let mut lanes = start;
+        let mut got = inputs.clone();
+        let done = wide.exp_shifted(&mut got, 0.75, &mut lanes);
+        assert_eq!(done, 48);
+        let mut want = start;
+        for chunk in got[..done].chunks_exact(8) {
+            for (w, &y) in want.iter_mut().zip(chunk) {
+                *w += y;
+            }
+        }
+        assert_eq!(lanes.map(f32::to_bits), want.map(f32::to_bits));
+        assert_eq!(got[done..], inputs[done..]);
+    }
+
+    #[test]
+    fn wide_product_from_zero_is_the_product_into_zeros_whatever_c_held() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            let a: Vec<f32> = (0..4 * 37).map(|i| (i as f32 * 0.61).sin()).collect();
+            let b: Vec<f32> = (0..80 * 37).map(|i| (i as f32 * 0.37).cos()).collect();
+            for depth in [0, 1, 37] {
+                let mut want = vec![0.0f32; 3 * 80 + 64];
+                assert!(wide.block_4x64(&a, 4, 1, &b, 80, depth, &mut want, 80));
+                let mut got = vec![f32::NAN; 3 * 80 + 64];
+                assert!(wide.block_4x64_from_zero(&a, 4, 1, &b, 80, depth, &mut got, 80));
+                for r in 0..4 {
+                    let row = r * 80..r * 80 + 64;
+                    assert_eq!(
+                        got[row.clone()]
+                            .iter()
+                            .map(|x| x.to_bits())
+                            .collect::<Vec<_>>(),
+                        want[row].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "{step:?}, depth {depth}, row {r}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wide_pack_keys_transposes_whole_blocks_of_16_keys_and_leaves_the_rest() {
+        let Some(wide) = Avx512Attend::detect(Step::Unfused) else {
+            return;
+        };
+        let (hd, n, stride) = (48, 37, 40);
+        let keys: Vec<f32> = (0..n * hd).map(|i| i as f32).collect();
+        let mut kt = vec![-1.0f32; hd * stride];
+        assert_eq!(wide.pack_keys(&keys, hd, n, &mut kt, stride), 32);
+        for d in 0..hd {
+            for j in 0..stride {
+                let want = if j < 32 { keys[j * hd + d] } else { -1.0 };
+                assert_eq!(kt[d * stride + j], want, "d {d}, j {j}");
+            }
+        }
+        // A head dimension that is not a multiple of 16: nothing.
+        assert_eq!(wide.pack_keys(&keys[..36 * 8], 8, 36, &mut kt, stride), 0);
     }
 }

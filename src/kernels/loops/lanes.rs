@@ -48,11 +48,12 @@ pub(crate) fn dots<S: Simd, const R: usize, const C: usize>(
     out
 }
 
-/// `Σ xs[i]` in the lane order above.
+/// `Σ xs[i]` in the lane order above, continued from lanes `acc`: with `acc` zero the sum of
+/// `xs`; with `acc` the lanes of `done` (a whole number of chunks), the sum of `done ++ xs`.
 #[inline(always)]
-pub(crate) fn sum<S: Simd>(s: S, xs: &[f32]) -> f32 {
+pub(crate) fn sum_from<S: Simd>(s: S, acc: S::V, xs: &[f32]) -> f32 {
     let full = xs.len() - xs.len() % LANES;
-    let mut acc = s.zero();
+    let mut acc = acc;
     let mut c = 0;
     while c < full {
         acc = s.add(acc, s.load(&xs[c..]));
