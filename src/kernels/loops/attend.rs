@@ -71,6 +71,10 @@ pub(crate) struct Head<'a> {
     pub hd: usize,
     pub scale: f32,
     pub causal: bool,
+    /// Each row is the one-row decode step of its own query head (the heads of a GQA group
+    /// stacked): the rows share every key and value but no packed tile, so K is read in place
+    /// like a lone row's and K and V stream through once for all of them.
+    pub decode: bool,
 }
 
 impl Head<'_> {
@@ -144,9 +148,10 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             for (r, c) in state.counts[..rows].iter_mut().enumerate() {
                 *c = h.visible(g0 + r).saturating_sub(t0).min(n);
             }
-            if rows < ROWS {
-                // No block shares the tile's keys (a decode step): each row reads them in
-                // place, so K is streamed once and never packed.
+            let decode = rows < ROWS || h.decode;
+            if decode {
+                // A decode step (or rows too few for a block): the rows read the tile's keys
+                // in place, so K is streamed once and never packed.
                 s.outlined(RowScores {
                     mode,
                     h,
@@ -179,16 +184,29 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 scores,
                 state: &mut state,
             });
-            s.outlined(Weigh {
-                mode,
-                wide,
-                h,
-                rows,
-                t0,
-                scores,
-                state: &state,
-                group,
-            });
+            if decode {
+                s.outlined(StreamWeigh {
+                    mode,
+                    wide,
+                    h,
+                    rows,
+                    t0,
+                    scores,
+                    state: &state,
+                    group,
+                });
+            } else {
+                s.outlined(Weigh {
+                    mode,
+                    wide,
+                    h,
+                    rows,
+                    t0,
+                    scores,
+                    state: &state,
+                    group,
+                });
+            }
             t0 += KEY_TILE;
         }
         for (r, o) in group.chunks_exact_mut(hd).enumerate() {
@@ -352,11 +370,11 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
     }
 }
 
-/// The raw dot products of each of a group's rows (fewer than [`ROWS`]) with the tile's keys
-/// it sees, straight from the key rows, into `scores[r · KEY_TILE + j]`. Eight keys at a time
-/// are transposed in registers, so each key's chain over `d` is the one of
-/// [`scores_block`] (from `+0.0`, increasing `d`, in `mode`): the same bits as the packed
-/// path, with no packed tile written and read back.
+/// The raw dot products of each of a decode group's rows with the tile's keys it sees,
+/// straight from the key rows, into `scores[r · KEY_TILE + j]`. Eight keys at a time are
+/// transposed in registers and used by up to [`ROWS`] rows at once, so each key's chain over
+/// `d` is the one of [`scores_block`] (from `+0.0`, increasing `d`, in `mode`): the same bits
+/// as the packed path, with no packed tile written and read back.
 struct RowScores<'a, 'h, M> {
     mode: M,
     h: &'a Head<'h>,
@@ -381,26 +399,88 @@ impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
             counts,
             scores,
         } = self;
-        let hd = h.hd;
-        for r in 0..rows {
-            let count = counts[r];
-            let q = &h.q[(g0 + r) * hd..(g0 + r + 1) * hd];
-            let keys = &h.k[t0 * hd..(t0 + count) * hd];
-            let out = &mut scores[r * KEY_TILE..r * KEY_TILE + count];
-            let whole = count - count % LANES;
-            let mut j = 0;
-            while j < whole {
-                if r == 0 {
-                    let ahead = t0 + AHEAD + j;
-                    prefetch_l2(h.k.get(ahead * hd..(ahead + LANES) * hd).unwrap_or(&[]));
-                }
-                row_scores::<S, M, 1>(s, mode, q, &keys[j * hd..(j + LANES) * hd], &mut out[j..]);
-                j += LANES;
+        let mut r0 = 0;
+        while r0 < rows {
+            let block = ROWS.min(rows - r0);
+            // The rows of a block share each transposed chunk of keys; a pair of rows also
+            // takes two chunks at a time, four chains in flight. A lone row keeps one chunk
+            // (measured: two gained nothing, their registers spill).
+            let tile = RowTile {
+                h,
+                g0,
+                r0,
+                t0,
+                counts: &counts[r0..r0 + block],
+                scores: &mut scores[r0 * KEY_TILE..(r0 + block) * KEY_TILE],
+                ahead: r0 == 0,
+            };
+            match block {
+                4 => tile.run::<S, M, 4, 1>(s, mode),
+                3 => tile.run::<S, M, 3, 1>(s, mode),
+                2 => tile.run::<S, M, 2, 2>(s, mode),
+                _ => tile.run::<S, M, 1, 1>(s, mode),
             }
-            for (x, key) in out[whole..]
-                .iter_mut()
-                .zip(keys[whole * hd..].chunks_exact(hd))
-            {
+            r0 += block;
+        }
+    }
+}
+
+/// The scores of one block of up to [`ROWS`] decode rows against a key tile.
+struct RowTile<'a, 'h> {
+    h: &'a Head<'h>,
+    g0: usize,
+    r0: usize,
+    t0: usize,
+    /// The block's rows' visible keys in this tile, nondecreasing.
+    counts: &'a [usize],
+    /// The block's rows of scores, [`KEY_TILE`] apart.
+    scores: &'a mut [f32],
+    /// Whether this block requests the keys [`AHEAD`] (the first block of a group does).
+    ahead: bool,
+}
+
+impl RowTile<'_, '_> {
+    /// Rows `R` at once, `8·C` keys at a time while whole chunks last, then eight, then one by
+    /// one. The last row sees the most keys; the columns the others do not see are computed
+    /// and never read.
+    #[inline(always)]
+    fn run<S: Simd, M: MulAdd, const R: usize, const C: usize>(self, s: S, mode: M) {
+        let Self {
+            h,
+            g0,
+            r0,
+            t0,
+            counts,
+            scores,
+            ahead,
+        } = self;
+        let hd = h.hd;
+        let count = counts[R - 1];
+        let row0 = g0 + r0;
+        let q = &h.q[row0 * hd..(row0 + R) * hd];
+        let keys = &h.k[t0 * hd..(t0 + count) * hd];
+        let request = |j: usize, n: usize| {
+            if ahead {
+                let at = t0 + AHEAD + j;
+                prefetch_l2(h.k.get(at * hd..(at + n) * hd).unwrap_or(&[]));
+            }
+        };
+        let mut j = 0;
+        while j + C * LANES <= count {
+            request(j, C * LANES);
+            let block = &keys[j * hd..(j + C * LANES) * hd];
+            row_scores::<S, M, R, C>(s, mode, q, block, &mut scores[j..], KEY_TILE);
+            j += C * LANES;
+        }
+        while j + LANES <= count {
+            request(j, LANES);
+            let block = &keys[j * hd..(j + LANES) * hd];
+            row_scores::<S, M, R, 1>(s, mode, q, block, &mut scores[j..], KEY_TILE);
+            j += LANES;
+        }
+        for (r, q) in q.chunks_exact(hd).enumerate() {
+            let out = &mut scores[r * KEY_TILE + j..r * KEY_TILE + count];
+            for (x, key) in out.iter_mut().zip(keys[j * hd..].chunks_exact(hd)) {
                 let mut acc = 0.0;
                 for (&a, &b) in q.iter().zip(key) {
                     acc = mode.step1(s, acc, a, b);
@@ -411,42 +491,65 @@ impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
     }
 }
 
-/// `out[x] = Σ_d q[d] · keys[x·hd + d]` for the `8·C` key rows of `keys` (`hd = q.len()`),
-/// each one chain over `d` in increasing order from `+0.0`: whole chunks of eight dimensions
-/// through an 8 × 8 register transpose, the ragged dimensions one value at a time, rounded as
-/// a lane is.
+/// `out[r·out_stride + x] = Σ_d q[r·hd + d] · keys[x·hd + d]` for the `R` query rows of `q`
+/// and the `8·C` key rows of `keys`, each one chain over `d` in increasing order from `+0.0`:
+/// whole chunks of eight dimensions through an 8 × 8 register transpose shared by the `R`
+/// rows, the ragged dimensions one value at a time, rounded as a lane is.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops over `0..C` unroll into registers
-fn row_scores<S: Simd, M: MulAdd, const C: usize>(
+#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..C` unroll into registers
+fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     s: S,
     mode: M,
     q: &[f32],
     keys: &[f32],
     out: &mut [f32],
+    out_stride: usize,
 ) {
-    let hd = q.len();
+    const { assert!(C <= 4) };
+    let hd = q.len() / R;
     let dims = hd - hd % LANES;
-    let mut acc = [s.zero(); C];
+    let mut acc = [[s.zero(); C]; R];
     let mut d = 0;
-    while d < dims {
-        let qd = &q[d..d + LANES];
-        for c in 0..C {
-            let block = &keys[c * LANES * hd..(c + 1) * LANES * hd];
-            let rows: [S::V; LANES] =
-                core::array::from_fn(|r| s.load(&block[r * hd + d..r * hd + d + LANES]));
-            for (&qe, ke) in qd.iter().zip(s.transpose8(rows)) {
-                acc[c] = mode.step(s, acc[c], s.splat(qe), ke);
+    // One chunk of eight keys: its transpose, then its steps for every row. A macro, spelled
+    // out per chunk rather than a loop over `c`: a loop this long is not unrolled, and an
+    // accumulator indexed by a loop counter lives in memory, not in a register.
+    macro_rules! chunk {
+        ($c:literal) => {
+            if $c < C {
+                let block = &keys[$c * LANES * hd..($c + 1) * LANES * hd];
+                let rows: [S::V; LANES] =
+                    core::array::from_fn(|x| s.load(&block[x * hd + d..x * hd + d + LANES]));
+                let ke = s.transpose8(rows);
+                for r in 0..R {
+                    let qd = &q[r * hd + d..r * hd + d + LANES];
+                    for (&qe, &k) in qd.iter().zip(&ke) {
+                        acc[r][$c] = mode.step(s, acc[r][$c], s.splat(qe), k);
+                    }
+                }
             }
-        }
+        };
+    }
+    while d < dims {
+        chunk!(0);
+        chunk!(1);
+        chunk!(2);
+        chunk!(3);
         d += LANES;
     }
-    for c in 0..C {
-        s.store(acc[c], &mut out[c * LANES..(c + 1) * LANES]);
+    for r in 0..R {
+        for c in 0..C {
+            let at = r * out_stride + c * LANES;
+            s.store(acc[r][c], &mut out[at..at + LANES]);
+        }
     }
     if dims < hd {
-        for (x, key) in out[..C * LANES].iter_mut().zip(keys.chunks_exact(hd)) {
-            for d in dims..hd {
-                *x = mode.step1(s, *x, q[d], key[d]);
+        for r in 0..R {
+            let q = &q[r * hd..(r + 1) * hd];
+            let out = &mut out[r * out_stride..r * out_stride + C * LANES];
+            for (x, key) in out.iter_mut().zip(keys.chunks_exact(hd)) {
+                for d in dims..hd {
+                    *x = mode.step1(s, *x, q[d], key[d]);
+                }
             }
         }
     }
@@ -586,23 +689,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
                 0
             };
             for (r, &count) in (r0..).zip(counts) {
-                if rows < ROWS {
-                    // A decode step: the weighted sum streams V from memory, so the next
-                    // tile's rows are requested a chunk at a time as this tile's are weighed
-                    // (per element the additions stay in increasing key order).
-                    let out = &mut group[r * hd..(r + 1) * hd];
-                    let w = &scores[r * KEY_TILE..r * KEY_TILE + count];
-                    let mut j = 0;
-                    while j < count {
-                        let m = STREAM.min(count - j);
-                        if r == 0 {
-                            let ahead = t0 + AHEAD + j;
-                            prefetch_l2(h.v.get(ahead * hd..(ahead + m) * hd).unwrap_or(&[]));
-                        }
-                        weigh_rows::<S, M, 1>(s, mode, out, &w[j..j + m], 0, m, &v[j * hd..], hd);
-                        j += m;
-                    }
-                } else if shared < count {
+                if shared < count {
                     let out = &mut group[r * hd..(r + 1) * hd];
                     let w = &scores[r * KEY_TILE + shared..r * KEY_TILE + count];
                     let rows = &v[shared * hd..];
@@ -610,6 +697,83 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
                 }
             }
             r0 += block;
+        }
+    }
+}
+
+/// A decode group's [`Weigh`]: rescales each output row by its `α` and adds the tile's
+/// weighted values, [`STREAM`] keys at a time, requesting the value rows [`AHEAD`] as it goes
+/// (V streams from memory once for all the rows). Blocks of [`ROWS`] rows share each value
+/// load; per element the additions stay in increasing key order, as in [`Weigh`].
+struct StreamWeigh<'a, 'h, M, W> {
+    mode: M,
+    wide: W,
+    h: &'a Head<'h>,
+    rows: usize,
+    t0: usize,
+    scores: &'a [f32],
+    state: &'a Rows,
+    group: &'a mut [f32],
+}
+
+impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Self {
+            mode,
+            wide,
+            h,
+            rows,
+            t0,
+            scores,
+            state,
+            group,
+        } = self;
+        let hd = h.hd;
+        let v = &h.v[t0 * hd..];
+        for (r, o) in group.chunks_exact_mut(hd).enumerate().take(rows) {
+            let alpha = state.alpha[r];
+            if alpha != 1.0 {
+                for x in o.iter_mut() {
+                    *x *= alpha;
+                }
+            }
+        }
+        let counts = &state.counts[..rows];
+        let most = counts.iter().copied().max().unwrap_or(0);
+        let mut j = 0;
+        while j < most {
+            let m = STREAM.min(most - j);
+            let ahead = t0 + AHEAD + j;
+            prefetch_l2(h.v.get(ahead * hd..(ahead + m) * hd).unwrap_or(&[]));
+            let rows_j = &v[j * hd..];
+            // How many of this chunk's keys row `r` weighs.
+            let seen = |r: usize| counts[r].saturating_sub(j).min(m);
+            let mut r0 = 0;
+            while r0 < rows {
+                let block = ROWS.min(rows - r0);
+                let w = &scores[r0 * KEY_TILE + j..];
+                let out = &mut group[r0 * hd..(r0 + block) * hd];
+                if block == ROWS && (r0..r0 + ROWS).all(|r| seen(r) == m) {
+                    let by_wide = hd % 64 == 0
+                        && (0..hd).step_by(64).all(|c| {
+                            wide.block_4x64(w, 1, KEY_TILE, &rows_j[c..], hd, m, &mut out[c..], hd)
+                        });
+                    if !by_wide {
+                        weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, m, rows_j, hd);
+                    }
+                } else {
+                    for (r, o) in (r0..).zip(out.chunks_exact_mut(hd)) {
+                        let n = seen(r);
+                        let w = &scores[r * KEY_TILE + j..r * KEY_TILE + j + n];
+                        weigh_rows::<S, M, 1>(s, mode, o, w, 0, n, rows_j, hd);
+                    }
+                }
+                r0 += block;
+            }
+            j += m;
         }
     }
 }
