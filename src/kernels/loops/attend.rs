@@ -23,10 +23,12 @@
 //! are packed once; each key tile is packed transposed once per group and used by every block
 //! of [`ROWS`] rows, whose rows share every key and value load.
 //! Where a compiled variant has a [`wide`] block kernel (AVX-512), a full block's products run
-//! 64 columns at a time on it, in the same chains. A group of fewer than [`ROWS`] rows (a
-//! decode step) packs nothing: it reads each key row in place, eight at a time through a
-//! register transpose ([`RowScores`]), and requests K and V rows [`AHEAD`] keys before it
-//! uses them, so that one core keeps enough memory reads in flight to stream them.
+//! 64 columns at a time on it, in the same chains. A decode group (one query row per head,
+//! the heads of a GQA group stacked as its rows, or any group of fewer than [`ROWS`] rows)
+//! packs nothing: it reads each key row in place, eight at a time through a register
+//! transpose shared by up to [`ROWS`] rows ([`RowScores`]), weighs V rows in place
+//! ([`StreamWeigh`]), and requests K and V rows [`AHEAD`] keys before it uses them, so that
+//! one core keeps enough memory reads in flight to stream them.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -44,12 +46,14 @@ pub(crate) const GROUP: usize = 64;
 /// L1 beside the tile's scores. A multiple of [`LANES`].
 pub(crate) const KEY_TILE: usize = 128;
 
-/// Keys per chunk of a decode step's weighted sum, between requests for rows ahead.
-const STREAM: usize = 16;
 /// How far ahead of the keys and values it is using a decode step requests rows (into L2, so
 /// that they do not evict the tile in use from L1): one tile, 32 KiB each of K and V at
 /// head_dim 64 (measured: L1 requests one tile ahead 70 %, two tiles 80 %, L2 requests one or
-/// two tiles about 84 %, four tiles less again, of one core's read bandwidth at 64 MiB).
+/// two tiles about 84 %, four tiles less again, of one core's read bandwidth at 64 MiB; two
+/// tiles, or touching each page eight tiles ahead as well, gained nothing at 256 MiB). The
+/// requests for both go out a few lines at a time from the score loop, spread over its
+/// arithmetic: issued in bursts (a tile's rows back to back) they cost a quarter of one core's
+/// throughput at 64 MiB.
 const AHEAD: usize = KEY_TILE;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
@@ -459,23 +463,28 @@ impl RowTile<'_, '_> {
         let row0 = g0 + r0;
         let q = &h.q[row0 * hd..(row0 + R) * hd];
         let keys = &h.k[t0 * hd..(t0 + count) * hd];
-        let request = |j: usize, n: usize| {
-            if ahead {
-                let at = t0 + AHEAD + j;
-                prefetch_l2(h.k.get(at * hd..(at + n) * hd).unwrap_or(&[]));
+        // The key rows [`AHEAD`] of the `n` from `j`, requested by the first block only.
+        let later = |j: usize, n: usize| -> [&[f32]; 2] {
+            let at = (t0 + AHEAD + j) * hd..(t0 + AHEAD + j + n) * hd;
+            match ahead {
+                true => [
+                    h.k.get(at.clone()).unwrap_or(&[]),
+                    h.v.get(at).unwrap_or(&[]),
+                ],
+                false => [&[], &[]],
             }
         };
         let mut j = 0;
         while j + C * LANES <= count {
-            request(j, C * LANES);
             let block = &keys[j * hd..(j + C * LANES) * hd];
-            row_scores::<S, M, R, C>(s, mode, q, block, &mut scores[j..], KEY_TILE);
+            let later = later(j, C * LANES);
+            row_scores::<S, M, R, C>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
             j += C * LANES;
         }
         while j + LANES <= count {
-            request(j, LANES);
             let block = &keys[j * hd..(j + LANES) * hd];
-            row_scores::<S, M, R, 1>(s, mode, q, block, &mut scores[j..], KEY_TILE);
+            let later = later(j, LANES);
+            row_scores::<S, M, R, 1>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
             j += LANES;
         }
         for (r, q) in q.chunks_exact(hd).enumerate() {
@@ -502,6 +511,7 @@ fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     mode: M,
     q: &[f32],
     keys: &[f32],
+    later: [&[f32]; 2],
     out: &mut [f32],
     out_stride: usize,
 ) {
@@ -530,6 +540,13 @@ fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
         };
     }
     while d < dims {
+        // The rows wanted later, a few lines per chunk of dimensions: requests spread over the
+        // arithmetic keep misses from queueing up behind one burst.
+        for rows in later {
+            let part = rows.len().div_ceil(dims / LANES).next_multiple_of(16);
+            let at = (d / LANES * part).min(rows.len());
+            request(&rows[at..(at + part).min(rows.len())]);
+        }
         chunk!(0);
         chunk!(1);
         chunk!(2);
@@ -702,9 +719,9 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
 }
 
 /// A decode group's [`Weigh`]: rescales each output row by its `α` and adds the tile's
-/// weighted values, [`STREAM`] keys at a time, requesting the value rows [`AHEAD`] as it goes
-/// (V streams from memory once for all the rows). Blocks of [`ROWS`] rows share each value
-/// load; per element the additions stay in increasing key order, as in [`Weigh`].
+/// weighted values (requested [`AHEAD`] by [`RowScores`]; V streams from memory once for all
+/// the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
+/// element the additions stay in increasing key order, as in [`Weigh`].
 struct StreamWeigh<'a, 'h, M, W> {
     mode: M,
     wide: W,
@@ -742,38 +759,37 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
             }
         }
         let counts = &state.counts[..rows];
-        let most = counts.iter().copied().max().unwrap_or(0);
-        let mut j = 0;
-        while j < most {
-            let m = STREAM.min(most - j);
-            let ahead = t0 + AHEAD + j;
-            prefetch_l2(h.v.get(ahead * hd..(ahead + m) * hd).unwrap_or(&[]));
-            let rows_j = &v[j * hd..];
-            // How many of this chunk's keys row `r` weighs.
-            let seen = |r: usize| counts[r].saturating_sub(j).min(m);
-            let mut r0 = 0;
-            while r0 < rows {
-                let block = ROWS.min(rows - r0);
-                let w = &scores[r0 * KEY_TILE + j..];
-                let out = &mut group[r0 * hd..(r0 + block) * hd];
-                if block == ROWS && (r0..r0 + ROWS).all(|r| seen(r) == m) {
-                    let by_wide = hd % 64 == 0
-                        && (0..hd).step_by(64).all(|c| {
-                            wide.block_4x64(w, 1, KEY_TILE, &rows_j[c..], hd, m, &mut out[c..], hd)
-                        });
-                    if !by_wide {
-                        weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, m, rows_j, hd);
-                    }
-                } else {
-                    for (r, o) in (r0..).zip(out.chunks_exact_mut(hd)) {
-                        let n = seen(r);
-                        let w = &scores[r * KEY_TILE + j..r * KEY_TILE + j + n];
-                        weigh_rows::<S, M, 1>(s, mode, o, w, 0, n, rows_j, hd);
-                    }
+        let mut r0 = 0;
+        while r0 < rows {
+            let block = ROWS.min(rows - r0);
+            let n = counts[r0];
+            let out = &mut group[r0 * hd..(r0 + block) * hd];
+            if block == ROWS && counts[r0..r0 + ROWS].iter().all(|&c| c == n) {
+                let w = &scores[r0 * KEY_TILE..];
+                let by_wide = hd % 64 == 0
+                    && (0..hd).step_by(64).all(|c| {
+                        wide.block_4x64(w, 1, KEY_TILE, &v[c..], hd, n, &mut out[c..], hd)
+                    });
+                if !by_wide {
+                    weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, n, v, hd);
                 }
-                r0 += block;
+            } else {
+                for (r, o) in (r0..).zip(out.chunks_exact_mut(hd)) {
+                    let w = &scores[r * KEY_TILE..r * KEY_TILE + counts[r]];
+                    weigh_rows::<S, M, 1>(s, mode, o, w, 0, counts[r], v, hd);
+                }
             }
-            j += m;
+            r0 += block;
         }
+    }
+}
+
+/// Requests the cache lines of `rows` into the second-level cache, one request per 16 values.
+#[inline(always)]
+fn request(rows: &[f32]) {
+    let mut at = 0;
+    while at < rows.len() {
+        prefetch_l2(&rows[at..at + 1]);
+        at += 16;
     }
 }
