@@ -211,6 +211,7 @@ pub fn scaled_dot_product_attention_with<'a>(
                     scale,
                     // One row sees every key, causal or not (`sq <= sk`).
                     causal: options.causal && rows == 1,
+                    decode: sq == 1,
                 };
                 attend(&head, o, &mut scores);
                 unit += rows;

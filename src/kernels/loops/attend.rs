@@ -23,10 +23,12 @@
 //! are packed once; each key tile is packed transposed once per group and used by every block
 //! of [`ROWS`] rows, whose rows share every key and value load.
 //! Where a compiled variant has a [`wide`] block kernel (AVX-512), a full block's products run
-//! 64 columns at a time on it, in the same chains. A group of fewer than [`ROWS`] rows (a
-//! decode step) packs nothing: it reads each key row in place, eight at a time through a
-//! register transpose ([`RowScores`]), and requests K and V rows [`AHEAD`] keys before it
-//! uses them, so that one core keeps enough memory reads in flight to stream them.
+//! 64 columns at a time on it, in the same chains. A decode group (one query row per head,
+//! the heads of a GQA group stacked as its rows, or any group of fewer than [`ROWS`] rows)
+//! packs nothing: it reads each key row in place, eight at a time through a register
+//! transpose shared by up to [`ROWS`] rows ([`RowScores`]), weighs V rows in place
+//! ([`StreamWeigh`]), and requests K and V rows [`AHEAD`] keys before it uses them, so that
+//! one core keeps enough memory reads in flight to stream them.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -44,12 +46,14 @@ pub(crate) const GROUP: usize = 64;
 /// L1 beside the tile's scores. A multiple of [`LANES`].
 pub(crate) const KEY_TILE: usize = 128;
 
-/// Keys per chunk of a decode step's weighted sum, between requests for rows ahead.
-const STREAM: usize = 16;
 /// How far ahead of the keys and values it is using a decode step requests rows (into L2, so
 /// that they do not evict the tile in use from L1): one tile, 32 KiB each of K and V at
 /// head_dim 64 (measured: L1 requests one tile ahead 70 %, two tiles 80 %, L2 requests one or
-/// two tiles about 84 %, four tiles less again, of one core's read bandwidth at 64 MiB).
+/// two tiles about 84 %, four tiles less again, of one core's read bandwidth at 64 MiB; two
+/// tiles, or touching each page eight tiles ahead as well, gained nothing at 256 MiB). The
+/// requests for both go out a few lines at a time from the score loop, spread over its
+/// arithmetic: issued in bursts (a tile's rows back to back) they cost a quarter of one core's
+/// throughput at 64 MiB.
 const AHEAD: usize = KEY_TILE;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
@@ -71,6 +75,10 @@ pub(crate) struct Head<'a> {
     pub hd: usize,
     pub scale: f32,
     pub causal: bool,
+    /// Each row is the one-row decode step of its own query head (the heads of a GQA group
+    /// stacked): the rows share every key and value but no packed tile, so K is read in place
+    /// like a lone row's and K and V stream through once for all of them.
+    pub decode: bool,
 }
 
 impl Head<'_> {
@@ -144,9 +152,10 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             for (r, c) in state.counts[..rows].iter_mut().enumerate() {
                 *c = h.visible(g0 + r).saturating_sub(t0).min(n);
             }
-            if rows < ROWS {
-                // No block shares the tile's keys (a decode step): each row reads them in
-                // place, so K is streamed once and never packed.
+            let decode = rows < ROWS || h.decode;
+            if decode {
+                // A decode step (or rows too few for a block): the rows read the tile's keys
+                // in place, so K is streamed once and never packed.
                 s.outlined(RowScores {
                     mode,
                     h,
@@ -179,16 +188,29 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 scores,
                 state: &mut state,
             });
-            s.outlined(Weigh {
-                mode,
-                wide,
-                h,
-                rows,
-                t0,
-                scores,
-                state: &state,
-                group,
-            });
+            if decode {
+                s.outlined(StreamWeigh {
+                    mode,
+                    wide,
+                    h,
+                    rows,
+                    t0,
+                    scores,
+                    state: &state,
+                    group,
+                });
+            } else {
+                s.outlined(Weigh {
+                    mode,
+                    wide,
+                    h,
+                    rows,
+                    t0,
+                    scores,
+                    state: &state,
+                    group,
+                });
+            }
             t0 += KEY_TILE;
         }
         for (r, o) in group.chunks_exact_mut(hd).enumerate() {
@@ -352,11 +374,11 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
     }
 }
 
-/// The raw dot products of each of a group's rows (fewer than [`ROWS`]) with the tile's keys
-/// it sees, straight from the key rows, into `scores[r · KEY_TILE + j]`. Eight keys at a time
-/// are transposed in registers, so each key's chain over `d` is the one of
-/// [`scores_block`] (from `+0.0`, increasing `d`, in `mode`): the same bits as the packed
-/// path, with no packed tile written and read back.
+/// The raw dot products of each of a decode group's rows with the tile's keys it sees,
+/// straight from the key rows, into `scores[r · KEY_TILE + j]`. Eight keys at a time are
+/// transposed in registers and used by up to [`ROWS`] rows at once, so each key's chain over
+/// `d` is the one of [`scores_block`] (from `+0.0`, increasing `d`, in `mode`): the same bits
+/// as the packed path, with no packed tile written and read back.
 struct RowScores<'a, 'h, M> {
     mode: M,
     h: &'a Head<'h>,
@@ -381,26 +403,93 @@ impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
             counts,
             scores,
         } = self;
-        let hd = h.hd;
-        for r in 0..rows {
-            let count = counts[r];
-            let q = &h.q[(g0 + r) * hd..(g0 + r + 1) * hd];
-            let keys = &h.k[t0 * hd..(t0 + count) * hd];
-            let out = &mut scores[r * KEY_TILE..r * KEY_TILE + count];
-            let whole = count - count % LANES;
-            let mut j = 0;
-            while j < whole {
-                if r == 0 {
-                    let ahead = t0 + AHEAD + j;
-                    prefetch_l2(h.k.get(ahead * hd..(ahead + LANES) * hd).unwrap_or(&[]));
-                }
-                row_scores::<S, M, 1>(s, mode, q, &keys[j * hd..(j + LANES) * hd], &mut out[j..]);
-                j += LANES;
+        let mut r0 = 0;
+        while r0 < rows {
+            let block = ROWS.min(rows - r0);
+            // The rows of a block share each transposed chunk of keys; a pair of rows also
+            // takes two chunks at a time, four chains in flight. A lone row keeps one chunk
+            // (measured: two gained nothing, their registers spill).
+            let tile = RowTile {
+                h,
+                g0,
+                r0,
+                t0,
+                counts: &counts[r0..r0 + block],
+                scores: &mut scores[r0 * KEY_TILE..(r0 + block) * KEY_TILE],
+                ahead: r0 == 0,
+            };
+            match block {
+                4 => tile.run::<S, M, 4, 1>(s, mode),
+                3 => tile.run::<S, M, 3, 1>(s, mode),
+                2 => tile.run::<S, M, 2, 2>(s, mode),
+                _ => tile.run::<S, M, 1, 1>(s, mode),
             }
-            for (x, key) in out[whole..]
-                .iter_mut()
-                .zip(keys[whole * hd..].chunks_exact(hd))
-            {
+            r0 += block;
+        }
+    }
+}
+
+/// The scores of one block of up to [`ROWS`] decode rows against a key tile.
+struct RowTile<'a, 'h> {
+    h: &'a Head<'h>,
+    g0: usize,
+    r0: usize,
+    t0: usize,
+    /// The block's rows' visible keys in this tile, nondecreasing.
+    counts: &'a [usize],
+    /// The block's rows of scores, [`KEY_TILE`] apart.
+    scores: &'a mut [f32],
+    /// Whether this block requests the keys [`AHEAD`] (the first block of a group does).
+    ahead: bool,
+}
+
+impl RowTile<'_, '_> {
+    /// Rows `R` at once, `8·C` keys at a time while whole chunks last, then eight, then one by
+    /// one. The last row sees the most keys; the columns the others do not see are computed
+    /// and never read.
+    #[inline(always)]
+    fn run<S: Simd, M: MulAdd, const R: usize, const C: usize>(self, s: S, mode: M) {
+        let Self {
+            h,
+            g0,
+            r0,
+            t0,
+            counts,
+            scores,
+            ahead,
+        } = self;
+        let hd = h.hd;
+        let count = counts[R - 1];
+        let row0 = g0 + r0;
+        let q = &h.q[row0 * hd..(row0 + R) * hd];
+        let keys = &h.k[t0 * hd..(t0 + count) * hd];
+        // The key rows [`AHEAD`] of the `n` from `j`, requested by the first block only.
+        let later = |j: usize, n: usize| -> [&[f32]; 2] {
+            let at = (t0 + AHEAD + j) * hd..(t0 + AHEAD + j + n) * hd;
+            match ahead {
+                true => [
+                    h.k.get(at.clone()).unwrap_or(&[]),
+                    h.v.get(at).unwrap_or(&[]),
+                ],
+                false => [&[], &[]],
+            }
+        };
+        let mut j = 0;
+        while j + C * LANES <= count {
+            let block = &keys[j * hd..(j + C * LANES) * hd];
+            let later = later(j, C * LANES);
+            row_scores::<S, M, R, C>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
+            j += C * LANES;
+        }
+        while j + LANES <= count {
+            let block = &keys[j * hd..(j + LANES) * hd];
+            let later = later(j, LANES);
+            row_scores::<S, M, R, 1>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
+            j += LANES;
+        }
+        for (r, q) in q.chunks_exact(hd).enumerate() {
+            let out = &mut scores[r * KEY_TILE + j..r * KEY_TILE + count];
+            for (x, key) in out.iter_mut().zip(keys[j * hd..].chunks_exact(hd)) {
                 let mut acc = 0.0;
                 for (&a, &b) in q.iter().zip(key) {
                     acc = mode.step1(s, acc, a, b);
@@ -411,42 +500,73 @@ impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
     }
 }
 
-/// `out[x] = Σ_d q[d] · keys[x·hd + d]` for the `8·C` key rows of `keys` (`hd = q.len()`),
-/// each one chain over `d` in increasing order from `+0.0`: whole chunks of eight dimensions
-/// through an 8 × 8 register transpose, the ragged dimensions one value at a time, rounded as
-/// a lane is.
+/// `out[r·out_stride + x] = Σ_d q[r·hd + d] · keys[x·hd + d]` for the `R` query rows of `q`
+/// and the `8·C` key rows of `keys`, each one chain over `d` in increasing order from `+0.0`:
+/// whole chunks of eight dimensions through an 8 × 8 register transpose shared by the `R`
+/// rows, the ragged dimensions one value at a time, rounded as a lane is.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // index loops over `0..C` unroll into registers
-fn row_scores<S: Simd, M: MulAdd, const C: usize>(
+#[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..C` unroll into registers
+fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     s: S,
     mode: M,
     q: &[f32],
     keys: &[f32],
+    later: [&[f32]; 2],
     out: &mut [f32],
+    out_stride: usize,
 ) {
-    let hd = q.len();
+    const { assert!(C <= 4) };
+    let hd = q.len() / R;
     let dims = hd - hd % LANES;
-    let mut acc = [s.zero(); C];
+    let mut acc = [[s.zero(); C]; R];
     let mut d = 0;
-    while d < dims {
-        let qd = &q[d..d + LANES];
-        for c in 0..C {
-            let block = &keys[c * LANES * hd..(c + 1) * LANES * hd];
-            let rows: [S::V; LANES] =
-                core::array::from_fn(|r| s.load(&block[r * hd + d..r * hd + d + LANES]));
-            for (&qe, ke) in qd.iter().zip(s.transpose8(rows)) {
-                acc[c] = mode.step(s, acc[c], s.splat(qe), ke);
+    // One chunk of eight keys: its transpose, then its steps for every row. A macro, spelled
+    // out per chunk rather than a loop over `c`: a loop this long is not unrolled, and an
+    // accumulator indexed by a loop counter lives in memory, not in a register.
+    macro_rules! chunk {
+        ($c:literal) => {
+            if $c < C {
+                let block = &keys[$c * LANES * hd..($c + 1) * LANES * hd];
+                let rows: [S::V; LANES] =
+                    core::array::from_fn(|x| s.load(&block[x * hd + d..x * hd + d + LANES]));
+                let ke = s.transpose8(rows);
+                for r in 0..R {
+                    let qd = &q[r * hd + d..r * hd + d + LANES];
+                    for (&qe, &k) in qd.iter().zip(&ke) {
+                        acc[r][$c] = mode.step(s, acc[r][$c], s.splat(qe), k);
+                    }
+                }
             }
+        };
+    }
+    while d < dims {
+        // The rows wanted later, a few lines per chunk of dimensions: requests spread over the
+        // arithmetic keep misses from queueing up behind one burst.
+        for rows in later {
+            let part = rows.len().div_ceil(dims / LANES).next_multiple_of(16);
+            let at = (d / LANES * part).min(rows.len());
+            request(&rows[at..(at + part).min(rows.len())]);
         }
+        chunk!(0);
+        chunk!(1);
+        chunk!(2);
+        chunk!(3);
         d += LANES;
     }
-    for c in 0..C {
-        s.store(acc[c], &mut out[c * LANES..(c + 1) * LANES]);
+    for r in 0..R {
+        for c in 0..C {
+            let at = r * out_stride + c * LANES;
+            s.store(acc[r][c], &mut out[at..at + LANES]);
+        }
     }
     if dims < hd {
-        for (x, key) in out[..C * LANES].iter_mut().zip(keys.chunks_exact(hd)) {
-            for d in dims..hd {
-                *x = mode.step1(s, *x, q[d], key[d]);
+        for r in 0..R {
+            let q = &q[r * hd..(r + 1) * hd];
+            let out = &mut out[r * out_stride..r * out_stride + C * LANES];
+            for (x, key) in out.iter_mut().zip(keys.chunks_exact(hd)) {
+                for d in dims..hd {
+                    *x = mode.step1(s, *x, q[d], key[d]);
+                }
             }
         }
     }
@@ -607,23 +727,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
                 0
             };
             for (r, &count) in (r0..).zip(counts) {
-                if rows < ROWS {
-                    // A decode step: the weighted sum streams V from memory, so the next
-                    // tile's rows are requested a chunk at a time as this tile's are weighed
-                    // (per element the additions stay in increasing key order).
-                    let out = &mut group[r * hd..(r + 1) * hd];
-                    let w = &scores[r * KEY_TILE..r * KEY_TILE + count];
-                    let mut j = 0;
-                    while j < count {
-                        let m = STREAM.min(count - j);
-                        if r == 0 {
-                            let ahead = t0 + AHEAD + j;
-                            prefetch_l2(h.v.get(ahead * hd..(ahead + m) * hd).unwrap_or(&[]));
-                        }
-                        weigh_rows::<S, M, 1>(s, mode, out, &w[j..j + m], 0, m, &v[j * hd..], hd);
-                        j += m;
-                    }
-                } else if shared < count {
+                if shared < count {
                     let out = &mut group[r * hd..(r + 1) * hd];
                     let w = &scores[r * KEY_TILE + shared..r * KEY_TILE + count];
                     let rows = &v[shared * hd..];
@@ -632,5 +736,81 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
             }
             r0 += block;
         }
+    }
+}
+
+/// A decode group's [`Weigh`]: rescales each output row by its `α` and adds the tile's
+/// weighted values (requested [`AHEAD`] by [`RowScores`]; V streams from memory once for all
+/// the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
+/// element the additions stay in increasing key order, as in [`Weigh`].
+struct StreamWeigh<'a, 'h, M, W> {
+    mode: M,
+    wide: W,
+    h: &'a Head<'h>,
+    rows: usize,
+    t0: usize,
+    scores: &'a [f32],
+    state: &'a Rows,
+    group: &'a mut [f32],
+}
+
+impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Self {
+            mode,
+            wide,
+            h,
+            rows,
+            t0,
+            scores,
+            state,
+            group,
+        } = self;
+        let hd = h.hd;
+        let v = &h.v[t0 * hd..];
+        for (r, o) in group.chunks_exact_mut(hd).enumerate().take(rows) {
+            let alpha = state.alpha[r];
+            if alpha != 1.0 {
+                for x in o.iter_mut() {
+                    *x *= alpha;
+                }
+            }
+        }
+        let counts = &state.counts[..rows];
+        let mut r0 = 0;
+        while r0 < rows {
+            let block = ROWS.min(rows - r0);
+            let n = counts[r0];
+            let out = &mut group[r0 * hd..(r0 + block) * hd];
+            if block == ROWS && counts[r0..r0 + ROWS].iter().all(|&c| c == n) {
+                let w = &scores[r0 * KEY_TILE..];
+                let by_wide = hd % 64 == 0
+                    && (0..hd).step_by(64).all(|c| {
+                        wide.block_4x64(w, 1, KEY_TILE, &v[c..], hd, n, &mut out[c..], hd)
+                    });
+                if !by_wide {
+                    weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, n, v, hd);
+                }
+            } else {
+                for (r, o) in (r0..).zip(out.chunks_exact_mut(hd)) {
+                    let w = &scores[r * KEY_TILE..r * KEY_TILE + counts[r]];
+                    weigh_rows::<S, M, 1>(s, mode, o, w, 0, counts[r], v, hd);
+                }
+            }
+            r0 += block;
+        }
+    }
+}
+
+/// Requests the cache lines of `rows` into the second-level cache, one request per 16 values.
+#[inline(always)]
+fn request(rows: &[f32]) {
+    let mut at = 0;
+    while at < rows.len() {
+        prefetch_l2(&rows[at..at + 1]);
+        at += 16;
     }
 }
