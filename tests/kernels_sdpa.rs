@@ -936,7 +936,7 @@ fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule
     // block of four and more, row by row below that), however a schedule splits the heads.
     let schedules = all_schedules();
     let (b, sk) = (2, 300);
-    for (heads, kv_heads) in [(8, 2), (6, 3), (16, 2), (4, 4), (8, 1)] {
+    for (heads, kv_heads) in [(8, 2), (6, 3), (16, 2), (4, 4), (8, 1), (9, 3), (10, 2)] {
         for hd in [13, 64] {
             let q = uniform(&[b, heads, 1, hd], 21);
             let k = uniform(&[b, kv_heads, sk, hd], 22);
@@ -962,6 +962,52 @@ fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule
                         options: o,
                     };
                     assert_sdpa_bits_under(&schedules, &forking(), &call, &want, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn stacked_decode_rows_of_groups_of_three_and_five_have_one_heads_bits_in_every_variant() {
+    // Groups of 3 (SmolLM2's 9 over 3) and 5 go as one block of rows below four, or a block of
+    // four and one row: each row must equal its head computed alone, in every compiled variant
+    // and both modes.
+    let variants: Vec<_> = cpu_kernels()
+        .providers()
+        .iter()
+        .filter(|p| p.is_available())
+        .cloned()
+        .collect();
+    let sk = 300;
+    for (heads, kv_heads) in [(9, 3), (10, 2)] {
+        for hd in [13, 64] {
+            let q = uniform(&[1, heads, 1, hd], 31);
+            let k = uniform(&[1, kv_heads, sk, hd], 32);
+            let v = uniform(&[1, kv_heads, sk, hd], 33);
+            let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
+            for variant in &variants {
+                for precision in [Precision::Portable, Precision::Native] {
+                    let config = KernelConfig::new(variant.clone()).with_precision(precision);
+                    let run = |k: &Tensor, v: &Tensor| {
+                        scaled_dot_product_attention_with(
+                            &config,
+                            &q,
+                            k,
+                            v,
+                            None,
+                            &opts(true, None),
+                            &Sequential,
+                        )
+                        .unwrap()
+                        .to_bits()
+                    };
+                    assert_eq!(
+                        run(&k, &v),
+                        run(&kt, &vt),
+                        "{} {precision:?} H={heads} nKV={kv_heads} hd={hd}",
+                        variant.name()
+                    );
                 }
             }
         }
