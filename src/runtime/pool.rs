@@ -8,6 +8,7 @@ use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::ToString;
 use alloc::vec::Vec;
+use core::time::Duration;
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -77,6 +78,8 @@ pub(crate) struct PoolShared {
     queued: AtomicUsize,
     /// Whether the last region was worth waking a helper for (see [`Wake`]).
     last_worth: AtomicBool,
+    /// Set when the pool shuts down, so that a polling worker stops at once.
+    closing: AtomicBool,
 }
 
 impl PoolShared {
@@ -90,6 +93,7 @@ impl PoolShared {
             work: Condvar::new(),
             queued: AtomicUsize::new(0),
             last_worth: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
     }
 
@@ -138,14 +142,21 @@ impl PoolShared {
         }
     }
 
-    /// The next job for a worker, or `None` once the pool shuts down. First polls for up to
-    /// `*window` (see [`PollWindow`]), then sleeps until woken.
+    /// The next job for a worker, or `None` once the pool shuts down. First polls for as long
+    /// as `window` says (see [`PollWindow`]), then sleeps until woken.
     fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
-        let found = poll_for(window.get(), || self.queued.load(Ordering::Relaxed) > 0);
+        #[cfg(not(feature = "loom"))]
+        let idle_since = std::time::Instant::now();
+        let poll = window.get(self.last_worth.load(Ordering::Relaxed));
+        let found = poll_for(poll, || {
+            self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
+        });
         window.update(found);
         let mut queue = self.queue.lock();
         loop {
             if let Some(job) = self.take(&mut queue) {
+                #[cfg(not(feature = "loom"))]
+                window.idle(idle_since.elapsed());
                 return Some(job);
             }
             if queue.shutdown {
@@ -183,40 +194,78 @@ impl PoolShared {
     }
 
     fn shut_down(&self) {
+        self.closing.store(true, Ordering::Relaxed);
         let mut queue = self.queue.lock();
         queue.shutdown = true;
         self.work.notify_all();
     }
 }
 
-/// How long an idle worker polls for the next job before it sleeps: back-to-back regions
-/// (a decoder's products and attention, a few microseconds apart) then find it awake and need
-/// no wake-up, while a pool whose regions come rarely goes to sleep at once. The window doubles
-/// (up to [`POLL_MAX`]) each time polling found a job and halves (down to [`POLL_MIN`]) each
-/// time it did not, so a worker polls long only while that keeps paying.
-struct PollWindow(core::time::Duration);
+/// How long an idle worker polls for the next job before it sleeps.
+///
+/// After a short region, the poll is short: back-to-back regions (a decoder's products and
+/// attention, a few microseconds apart) then find the worker awake and need no wake-up, while
+/// a pool whose regions come rarely goes to sleep at once. This window doubles (up to
+/// [`POLL_MAX`]) each time polling found a job and halves (down to [`POLL_MIN`]) each time it
+/// did not, so a worker polls long only while that keeps paying.
+///
+/// After a region that was worth waking a helper for, the worker blocks longer, like
+/// OpenMP's `KMP_BLOCKTIME`: a worker that slept takes tens of microseconds to run again on
+/// real hardware and up to a millisecond on a virtual machine whose idle virtual CPU the
+/// host halted, which is a large region's whole gain. It polls for twice the idle time it
+/// saw before its last job (at least [`POLL_MAX`], at most [`BLOCK_TIME`]), so a stream of
+/// large regions a millisecond apart finds it awake, and it stops soon after such a stream
+/// stops. When that idle time was longer than [`BLOCK_TIME`] (large regions that come
+/// rarely), the worker does not block: polling would not have caught them.
+pub(crate) struct PollWindow {
+    /// The poll after a short region.
+    short: Duration,
+    /// How long the worker waited (polling or asleep) for its last job; `None` before its
+    /// first.
+    last_idle: Option<Duration>,
+}
 
-/// The longest poll: about what a wake-up costs, so a worker never spends much more on
-/// polling than the wake-up it saves.
-const POLL_MAX: core::time::Duration = core::time::Duration::from_micros(100);
+/// The longest poll after a short region: about what a wake-up costs on real hardware, so a
+/// worker never spends much more on polling than the wake-up it saves.
+pub(crate) const POLL_MAX: Duration = Duration::from_micros(100);
 /// The shortest poll, for a worker whose jobs come rarely.
-const POLL_MIN: core::time::Duration = core::time::Duration::from_micros(2);
+pub(crate) const POLL_MIN: Duration = Duration::from_micros(2);
+/// The longest poll after a region worth a wake-up: about twice what a wake-up costs on a
+/// virtual machine, and what a stream of large regions a millisecond apart needs.
+pub(crate) const BLOCK_TIME: Duration = Duration::from_millis(2);
 
 impl PollWindow {
-    fn new() -> Self {
-        Self(POLL_MAX)
+    pub(crate) fn new() -> Self {
+        Self {
+            short: POLL_MAX,
+            last_idle: None,
+        }
     }
 
-    fn get(&self) -> core::time::Duration {
-        self.0
+    /// How long to poll, given whether the last region was worth a wake-up.
+    pub(crate) fn get(&self, worth: bool) -> Duration {
+        match self.last_idle {
+            Some(idle) if worth && idle <= BLOCK_TIME => {
+                idle.saturating_mul(2).clamp(POLL_MAX, BLOCK_TIME)
+            }
+            None if worth => BLOCK_TIME,
+            _ => self.short,
+        }
     }
 
-    fn update(&mut self, found: bool) {
-        self.0 = if found {
-            self.0.saturating_mul(2).min(POLL_MAX)
+    /// Records whether the last poll found a job.
+    pub(crate) fn update(&mut self, found: bool) {
+        self.short = if found {
+            self.short.saturating_mul(2).min(POLL_MAX)
         } else {
-            (self.0 / 2).max(POLL_MIN)
+            (self.short / 2).max(POLL_MIN)
         };
+    }
+
+    /// Records how long the worker waited for the job it just got.
+    #[cfg_attr(feature = "loom", allow(dead_code))] // time decides nothing in a model
+    pub(crate) fn idle(&mut self, idle: Duration) {
+        self.last_idle = Some(idle);
     }
 }
 

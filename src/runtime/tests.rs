@@ -2,6 +2,7 @@
 //! (`cargo +nightly miri test --lib --features parallel`).
 
 use alloc::vec::Vec;
+use core::time::Duration;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -58,7 +59,6 @@ fn a_region_has_up_to_four_pieces_per_task_each_at_least_the_grain() {
 
 #[test]
 fn a_tiny_region_is_not_worth_waking_a_helper_for() {
-    use core::time::Duration;
     assert!(!region::worth_waking(Duration::from_nanos(100), 7));
     assert!(!region::worth_waking(Duration::from_secs(1), 0));
     assert!(region::worth_waking(Duration::from_micros(10), 5));
@@ -400,4 +400,43 @@ fn a_pool_remembers_whether_the_last_region_was_worth_a_wake_up() {
     assert!(shared.expects_worth());
     shared.learn(false);
     assert!(!shared.expects_worth());
+}
+
+#[test]
+fn after_a_short_region_a_worker_polls_briefly_and_less_each_miss() {
+    use super::pool::{PollWindow, POLL_MAX, POLL_MIN};
+    let mut window = PollWindow::new();
+    window.idle(Duration::from_micros(500));
+    assert_eq!(window.get(false), POLL_MAX);
+    window.update(false);
+    assert_eq!(window.get(false), Duration::from_micros(50));
+    for _ in 0..10 {
+        window.update(false);
+    }
+    assert_eq!(window.get(false), POLL_MIN);
+    window.update(true);
+    assert_eq!(window.get(false), Duration::from_micros(4));
+}
+
+#[test]
+fn after_a_large_region_a_worker_blocks_for_twice_its_last_idle_time() {
+    use super::pool::{PollWindow, BLOCK_TIME, POLL_MAX};
+    let mut window = PollWindow::new();
+    assert_eq!(window.get(true), BLOCK_TIME, "no idle time seen yet");
+    window.idle(Duration::from_micros(700));
+    assert_eq!(window.get(true), Duration::from_micros(1400));
+    window.idle(Duration::from_micros(1500));
+    assert_eq!(window.get(true), BLOCK_TIME);
+    window.idle(Duration::from_micros(10));
+    assert_eq!(window.get(true), POLL_MAX);
+}
+
+#[test]
+fn after_large_regions_that_come_rarely_a_worker_does_not_block() {
+    use super::pool::{PollWindow, BLOCK_TIME, POLL_MAX};
+    let mut window = PollWindow::new();
+    window.idle(BLOCK_TIME + Duration::from_micros(1));
+    assert_eq!(window.get(true), POLL_MAX);
+    window.update(false);
+    assert_eq!(window.get(true), Duration::from_micros(50));
 }
