@@ -16,7 +16,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use super::error::{ScheduleError, MAX_PARALLELISM};
 use super::region::{Region, Wake};
 use crate::sync::{
-    poll_for, thread, wait, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
+    poll_for, thread, wait, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, Polled,
+    TrackedArc,
 };
 
 /// Something a worker runs.
@@ -148,10 +149,10 @@ impl PoolShared {
         #[cfg(not(feature = "loom"))]
         let idle_since = std::time::Instant::now();
         let poll = window.get(self.last_worth.load(Ordering::Relaxed));
-        let found = poll_for(poll, || {
+        let polled = poll_for(poll, || {
             self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
         });
-        window.update(found);
+        window.update(polled);
         let mut queue = self.queue.lock();
         loop {
             if let Some(job) = self.take(&mut queue) {
@@ -216,13 +217,18 @@ impl PoolShared {
 /// saw before its last job (at least [`POLL_MAX`], at most [`BLOCK_TIME`]), so a stream of
 /// large regions a millisecond apart finds it awake, and it stops soon after such a stream
 /// stops. When that idle time was longer than [`BLOCK_TIME`] (large regions that come
-/// rarely), the worker does not block: polling would not have caught them.
+/// rarely), the worker does not block: polling would not have caught them. Nor does it block
+/// while its core is contended (a poll ended [`Polled::Contended`], and no poll since has run
+/// its window out with quick yields): a yield then hands the core to another thread for a time
+/// slice, while a sleeper that is woken runs again at once.
 pub(crate) struct PollWindow {
     /// The poll after a short region.
     short: Duration,
     /// How long the worker waited (polling or asleep) for its last job; `None` before its
     /// first.
     last_idle: Option<Duration>,
+    /// Whether a yield found the core contended, and no clean poll has run since.
+    contended: bool,
 }
 
 /// The longest poll after a short region: about what a wake-up costs on real hardware, so a
@@ -239,11 +245,15 @@ impl PollWindow {
         Self {
             short: POLL_MAX,
             last_idle: None,
+            contended: false,
         }
     }
 
     /// How long to poll, given whether the last region was worth a wake-up.
     pub(crate) fn get(&self, worth: bool) -> Duration {
+        if self.contended {
+            return self.short;
+        }
         match self.last_idle {
             Some(idle) if worth && idle <= BLOCK_TIME => {
                 idle.saturating_mul(2).clamp(POLL_MAX, BLOCK_TIME)
@@ -253,13 +263,19 @@ impl PollWindow {
         }
     }
 
-    /// Records whether the last poll found a job.
-    pub(crate) fn update(&mut self, found: bool) {
-        self.short = if found {
+    /// Records how the last poll ended.
+    pub(crate) fn update(&mut self, polled: Polled) {
+        self.short = if polled == Polled::Ready {
             self.short.saturating_mul(2).min(POLL_MAX)
         } else {
             (self.short / 2).max(POLL_MIN)
         };
+        match polled {
+            Polled::Contended => self.contended = true,
+            Polled::TimedOut => self.contended = false,
+            // Found in time, maybe before any yield: says nothing about the core.
+            Polled::Ready => {}
+        }
     }
 
     /// Records how long the worker waited for the job it just got.

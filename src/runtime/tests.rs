@@ -10,6 +10,7 @@ use std::sync::{mpsc, Arc};
 use super::pool::Job;
 use super::*;
 use crate::schedule::{Chunks, Schedule, ScheduleExt};
+use crate::sync::Polled;
 
 /// Sizes that keep miri runs short.
 const N: usize = if cfg!(miri) { 9 } else { 257 };
@@ -447,13 +448,13 @@ fn after_a_short_region_a_worker_polls_briefly_and_less_each_miss() {
     let mut window = PollWindow::new();
     window.idle(Duration::from_micros(500));
     assert_eq!(window.get(false), POLL_MAX);
-    window.update(false);
+    window.update(Polled::TimedOut);
     assert_eq!(window.get(false), Duration::from_micros(50));
     for _ in 0..10 {
-        window.update(false);
+        window.update(Polled::TimedOut);
     }
     assert_eq!(window.get(false), POLL_MIN);
-    window.update(true);
+    window.update(Polled::Ready);
     assert_eq!(window.get(false), Duration::from_micros(4));
 }
 
@@ -476,6 +477,23 @@ fn after_large_regions_that_come_rarely_a_worker_does_not_block() {
     let mut window = PollWindow::new();
     window.idle(BLOCK_TIME + Duration::from_micros(1));
     assert_eq!(window.get(true), POLL_MAX);
-    window.update(false);
+    window.update(Polled::TimedOut);
     assert_eq!(window.get(true), Duration::from_micros(50));
+}
+
+#[test]
+fn a_worker_on_a_contended_core_does_not_block_until_a_poll_runs_clean() {
+    use super::pool::{PollWindow, POLL_MAX};
+    let mut window = PollWindow::new();
+    window.idle(Duration::from_micros(700));
+    window.update(Polled::Contended);
+    assert_eq!(window.get(true), Duration::from_micros(50));
+    window.update(Polled::Ready);
+    assert_eq!(
+        window.get(true),
+        POLL_MAX,
+        "a poll found in time says nothing"
+    );
+    window.update(Polled::TimedOut);
+    assert_eq!(window.get(true), Duration::from_micros(1400));
 }
