@@ -21,7 +21,7 @@
 //!
 //! Workers that are awake take published jobs by themselves: after a short region each polls
 //! for up to 100 µs (less while polling finds nothing), after one worth a wake-up for twice the
-//! idle time it saw before its last job, up to 2 ms (a block time, as OpenMP's
+//! time the pool sat idle before that region, up to 2 ms (a block time, as OpenMP's
 //! `KMP_BLOCKTIME`), so a stream of large regions up to a millisecond apart finds them awake.
 //! Sleeping ones are woken only when the pieces left after the caller's first one hold at
 //! least 50 µs of work by that piece's time: a wake-up costs the caller a system call and the

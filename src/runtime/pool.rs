@@ -81,6 +81,16 @@ pub(crate) struct PoolShared {
     last_worth: AtomicBool,
     /// Set when the pool shuts down, so that a polling worker stops at once.
     closing: AtomicBool,
+    /// Where the pool's clock starts (region ends and idle gaps are kept in µs since it).
+    #[cfg(not(feature = "loom"))]
+    epoch: std::time::Instant,
+    /// When the last region ended, in µs since `epoch`, plus one (0: none yet).
+    #[cfg(not(feature = "loom"))]
+    last_end: AtomicUsize,
+    /// How long the pool sat idle (no region open) before the last region began, in µs
+    /// (`usize::MAX`: not known yet).
+    #[cfg(not(feature = "loom"))]
+    last_gap: AtomicUsize,
 }
 
 impl PoolShared {
@@ -95,6 +105,12 @@ impl PoolShared {
             queued: AtomicUsize::new(0),
             last_worth: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            #[cfg(not(feature = "loom"))]
+            epoch: std::time::Instant::now(),
+            #[cfg(not(feature = "loom"))]
+            last_end: AtomicUsize::new(0),
+            #[cfg(not(feature = "loom"))]
+            last_gap: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -146,8 +162,6 @@ impl PoolShared {
     /// The next job for a worker, or `None` once the pool shuts down. First polls for as long
     /// as `window` says (see [`PollWindow`]), then sleeps until woken.
     fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
-        #[cfg(not(feature = "loom"))]
-        let idle_since = std::time::Instant::now();
         let poll = window.get(self.last_worth.load(Ordering::Relaxed));
         let polled = poll_for(poll, || {
             self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
@@ -157,7 +171,9 @@ impl PoolShared {
         loop {
             if let Some(job) = self.take(&mut queue) {
                 #[cfg(not(feature = "loom"))]
-                window.idle(idle_since.elapsed());
+                if let Some(gap) = self.last_gap() {
+                    window.idle(gap);
+                }
                 return Some(job);
             }
             if queue.shutdown {
@@ -194,6 +210,23 @@ impl PoolShared {
         queue.entries.pop_front().map(|entry| entry.job)
     }
 
+    /// Microseconds since the pool's epoch.
+    #[cfg(not(feature = "loom"))]
+    fn now_us(&self) -> usize {
+        usize::try_from(self.epoch.elapsed().as_micros()).unwrap_or(usize::MAX - 1)
+    }
+
+    /// How long the pool sat idle before its last region, if known. Measured by the regions'
+    /// callers, so a worker that slept through the gap and woke late does not count its own
+    /// wake-up latency as idle time.
+    #[cfg(not(feature = "loom"))]
+    pub(crate) fn last_gap(&self) -> Option<Duration> {
+        match self.last_gap.load(Ordering::Relaxed) {
+            usize::MAX => None,
+            gap => Some(Duration::from_micros(gap as u64)),
+        }
+    }
+
     fn shut_down(&self) {
         self.closing.store(true, Ordering::Relaxed);
         let mut queue = self.queue.lock();
@@ -213,10 +246,10 @@ impl PoolShared {
 /// After a region that was worth waking a helper for, the worker blocks longer, like
 /// OpenMP's `KMP_BLOCKTIME`: a worker that slept takes tens of microseconds to run again on
 /// real hardware and up to a millisecond on a virtual machine whose idle virtual CPU the
-/// host halted, which is a large region's whole gain. It polls for twice the idle time it
-/// saw before its last job (at least [`POLL_MAX`], at most [`BLOCK_TIME`]), so a stream of
-/// large regions a millisecond apart finds it awake, and it stops soon after such a stream
-/// stops. When that idle time was longer than [`BLOCK_TIME`] (large regions that come
+/// host halted, which is a large region's whole gain. It polls for twice the time the pool
+/// sat idle before its last region (at least [`POLL_MAX`], at most [`BLOCK_TIME`]), so a
+/// stream of large regions a millisecond apart finds it awake, and it stops soon after such a
+/// stream stops. When that idle time was longer than [`BLOCK_TIME`] (large regions that come
 /// rarely), the worker does not block: polling would not have caught them. Nor does it block
 /// while its core is contended (a poll ended [`Polled::Contended`], and no poll since has run
 /// its window out with quick yields): a yield then hands the core to another thread for a time
@@ -224,8 +257,8 @@ impl PoolShared {
 pub(crate) struct PollWindow {
     /// The poll after a short region.
     short: Duration,
-    /// How long the worker waited (polling or asleep) for its last job; `None` before its
-    /// first.
+    /// How long the pool sat idle before the last region this worker joined; `None` before
+    /// its first.
     last_idle: Option<Duration>,
     /// Whether a yield found the core contended, and no clean poll has run since.
     contended: bool,
@@ -278,7 +311,7 @@ impl PollWindow {
         }
     }
 
-    /// Records how long the worker waited for the job it just got.
+    /// Records how long the pool sat idle before the region whose job the worker just got.
     #[cfg_attr(feature = "loom", allow(dead_code))] // time decides nothing in a model
     pub(crate) fn idle(&mut self, idle: Duration) {
         self.last_idle = Some(idle);
@@ -294,6 +327,22 @@ impl Wake for PoolShared {
 
     fn expects_worth(&self) -> bool {
         self.last_worth.load(Ordering::Relaxed)
+    }
+
+    #[cfg(not(feature = "loom"))]
+    fn starting(&self) {
+        let end = self.last_end.load(Ordering::Relaxed);
+        if end != 0 {
+            let gap = self.now_us().saturating_sub(end - 1);
+            self.last_gap
+                .store(gap.min(usize::MAX - 1), Ordering::Relaxed);
+        }
+    }
+
+    #[cfg(not(feature = "loom"))]
+    fn ended(&self) {
+        self.last_end
+            .store(self.now_us().saturating_add(1), Ordering::Relaxed);
     }
 
     fn learn(&self, worth: bool) {

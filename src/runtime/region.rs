@@ -79,6 +79,8 @@ impl Region {
     ) -> Result<(), Payload> {
         let count = chunks.len();
         debug_assert!(count >= 2, "a region that does not fork runs inline");
+        #[cfg(not(feature = "loom"))]
+        wake.starting();
         // SAFETY: only the lifetime changes (same layout and vtable). The erased pointer is
         // dereferenced only in `run_claimed`, whose argument shows it is still alive.
         let body = unsafe { core::mem::transmute::<*const Body<'_>, *const Body<'static>>(body) };
@@ -147,6 +149,8 @@ impl Region {
             }
         }
         drop(caller);
+        #[cfg(not(feature = "loom"))]
+        wake.ended();
         let first_panic = region.panic.lock().take();
         match first_panic {
             None => Ok(()),
@@ -340,6 +344,14 @@ pub(crate) trait Wake {
     fn learn(&self, worth: bool) {
         let _ = worth;
     }
+
+    /// Notes that a region begins now (a pool measures how long it sat idle before it).
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn starting(&self) {}
+
+    /// Notes that a region has ended now.
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn ended(&self) {}
 }
 
 /// A closure wakes and remembers nothing.

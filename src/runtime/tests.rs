@@ -497,3 +497,17 @@ fn a_worker_on_a_contended_core_does_not_block_until_a_poll_runs_clean() {
     window.update(Polled::TimedOut);
     assert_eq!(window.get(true), Duration::from_micros(1400));
 }
+
+#[test]
+fn a_pool_measures_how_long_it_sat_idle_before_a_region() {
+    use super::region::Wake;
+    let pool = dedicated(2).unwrap();
+    let shared = pool.pool().shared();
+    shared.starting();
+    assert_eq!(shared.last_gap(), None, "no region has ended yet");
+    shared.ended();
+    std::thread::sleep(Duration::from_millis(3));
+    shared.starting();
+    let gap = shared.last_gap().unwrap();
+    assert!(gap >= Duration::from_millis(3), "{gap:?}");
+}
