@@ -26,8 +26,8 @@
 //! Sleeping ones are woken only when the pieces left after the caller's first one hold at
 //! least 50 µs of work by that piece's time: a wake-up costs the caller a system call and the
 //! helper tens of microseconds (up to a millisecond on a virtual machine) to start, so a short
-//! region on an idle pool runs on the caller alone and costs nothing on other cores; that
-//! caller then runs the pieces after its first as one body call. A region that really forked
+//! region on an idle pool runs on the caller alone and costs nothing on other cores; while
+//! every worker sleeps, that caller runs the pieces after its first as one body call. A region that really forked
 //! emits one
 //! `TraceEvent::ScheduleRegion` to an attached sink ([`PoolSchedule::with_trace`]). Only the
 //! chunks of a forked region mark their thread as nested; a one-chunk region leaves it

@@ -91,6 +91,9 @@ pub(crate) struct PoolShared {
     /// (`usize::MAX`: not known yet).
     #[cfg(not(feature = "loom"))]
     last_gap: AtomicUsize,
+    /// Workers that are not asleep (running a job or polling for one).
+    #[cfg(not(feature = "loom"))]
+    awake: AtomicUsize,
 }
 
 impl PoolShared {
@@ -111,6 +114,8 @@ impl PoolShared {
             last_end: AtomicUsize::new(0),
             #[cfg(not(feature = "loom"))]
             last_gap: AtomicUsize::new(usize::MAX),
+            #[cfg(not(feature = "loom"))]
+            awake: AtomicUsize::new(0),
         }
     }
 
@@ -180,7 +185,11 @@ impl PoolShared {
                 return None;
             }
             queue.sleeping += 1;
+            #[cfg(not(feature = "loom"))]
+            self.awake.fetch_sub(1, Ordering::Relaxed);
             queue = wait(&self.work, queue);
+            #[cfg(not(feature = "loom"))]
+            self.awake.fetch_add(1, Ordering::Relaxed);
             queue.sleeping -= 1;
         }
     }
@@ -340,6 +349,11 @@ impl Wake for PoolShared {
     }
 
     #[cfg(not(feature = "loom"))]
+    fn helpers_awake(&self) -> bool {
+        self.awake.load(Ordering::Relaxed) > 0
+    }
+
+    #[cfg(not(feature = "loom"))]
     fn ended(&self) {
         self.last_end
             .store(self.now_us().saturating_add(1), Ordering::Relaxed);
@@ -355,6 +369,8 @@ impl Wake for PoolShared {
 }
 
 fn worker_main(shared: Arc<PoolShared>) {
+    #[cfg(not(feature = "loom"))]
+    shared.awake.fetch_add(1, Ordering::Relaxed);
     let mut window = PollWindow::new();
     while let Some(job) = shared.next_job(&mut window) {
         // A region's helper never unwinds; anything else that does must not take the worker

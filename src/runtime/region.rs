@@ -65,8 +65,8 @@ impl Region {
     /// the chunks left after the caller's first one are worth a helper's late start (see
     /// [`worth_waking`]): a helper that is awake takes a published job by itself, and the
     /// caller can finish alone, so a region too short to pay for a wake-up never pays for one.
-    /// A caller that does not wake anyone and finds no helper joined during its first chunk
-    /// claims the rest at once and runs it as one body call over their units: it would run them
+    /// A caller that does not wake anyone, while no helper is awake, and finds none joined
+    /// during its first chunk claims the rest at once and runs it as one body call over their units: it would run them
     /// all anyway, and a body's per-call work is then paid once.
     ///
     /// Must not be called from inside a chunk (the schedule runs nested regions inline).
@@ -134,10 +134,13 @@ impl Region {
                 if !woken {
                     if worth_waking(first, region.unclaimed()) {
                         wake.wake(helpers);
-                    } else if let Some(rest) = region.claim_rest_untouched() {
-                        // Nobody joined during the first piece and nobody will be woken: the
-                        // rest is the caller's, and one body call pays the body's own per-call
-                        // work (scratch, bookkeeping) once instead of once per piece.
+                    } else if let Some(rest) = (!wake.helpers_awake())
+                        .then(|| region.claim_rest_untouched())
+                        .flatten()
+                    {
+                        // Nobody joined during the first piece, every helper sleeps and none
+                        // will be woken: the rest is the caller's, and one body call pays the
+                        // body's own per-call work (scratch, bookkeeping) once, not per piece.
                         caller.ended += rest.len();
                         caller.ended += region.run_claimed(rest);
                     }
@@ -343,6 +346,13 @@ pub(crate) trait Wake {
     #[cfg_attr(feature = "loom", allow(dead_code))]
     fn learn(&self, worth: bool) {
         let _ = worth;
+    }
+
+    /// Whether some helper is awake (running or polling) and so may join a region late
+    /// without a wake-up; `false` when not known.
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn helpers_awake(&self) -> bool {
+        false
     }
 
     /// Notes that a region begins now (a pool measures how long it sat idle before it).

@@ -47,11 +47,45 @@ fn region_visits_every_index_once_and_calls_the_body_once_per_piece_or_first_and
 }
 
 #[test]
-fn a_caller_alone_runs_the_pieces_after_its_first_as_one_call() {
-    // The only worker is busy, so nobody can join; a region too small to wake anyone for then
-    // costs two body calls (the first piece, timed, then the rest), not one per piece. A first
-    // piece slowed down by the machine may look worth a wake-up (and then the caller claims
-    // piece by piece), so this tries a few times.
+fn a_caller_on_a_sleeping_pool_runs_the_pieces_after_its_first_as_one_call() {
+    // Its only worker asleep, a region too small to wake it for costs two body calls (the
+    // first piece, timed, then the rest), not one per piece. A first piece slowed down by the
+    // machine may look worth a wake-up (the caller then claims piece by piece, and the woken
+    // worker may join), so this tries a few times, each once the worker sleeps again.
+    use super::region::Wake;
+    let pool = dedicated(2).unwrap();
+    let shared = pool.pool().shared();
+    let pieces: Vec<_> = region::pieces(8, 1, 2)
+        .iter()
+        .map(|r| (r.start, r.end))
+        .collect();
+    assert_eq!(pieces.len(), 8);
+    let mut merged = false;
+    for _ in 0..20 {
+        let asleep = std::time::Instant::now();
+        while shared.helpers_awake() {
+            assert!(
+                asleep.elapsed() < Duration::from_secs(10),
+                "the worker never slept"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let calls = std::sync::Mutex::new(Vec::new());
+        pool.for_range(8, 1, &|start, end| calls.lock().unwrap().push((start, end)));
+        let mut calls = calls.into_inner().unwrap();
+        calls.sort_unstable();
+        assert!(calls == pieces || calls == [(0, 1), (1, 8)], "{calls:?}");
+        if calls == [(0, 1), (1, 8)] {
+            merged = true;
+            break;
+        }
+    }
+    assert!(merged, "the caller never ran the rest as one call");
+}
+
+#[test]
+fn a_caller_runs_piece_by_piece_while_a_helper_is_awake() {
+    // The worker is awake but busy: it may join at any time, so the caller keeps to pieces.
     let pool = dedicated(2).unwrap();
     let (release, held) = mpsc::channel::<()>();
     let (started, worker_busy) = mpsc::channel();
@@ -60,24 +94,14 @@ fn a_caller_alone_runs_the_pieces_after_its_first_as_one_call() {
         let _ = held.recv();
     });
     worker_busy.recv().unwrap();
+    let calls = std::sync::Mutex::new(Vec::new());
+    pool.for_range(8, 1, &|start, end| calls.lock().unwrap().push((start, end)));
+    release.send(()).unwrap();
     let pieces: Vec<_> = region::pieces(8, 1, 2)
         .iter()
         .map(|r| (r.start, r.end))
         .collect();
-    assert_eq!(pieces.len(), 8);
-    let mut merged = false;
-    for _ in 0..20 {
-        let calls = std::sync::Mutex::new(Vec::new());
-        pool.for_range(8, 1, &|start, end| calls.lock().unwrap().push((start, end)));
-        let calls = calls.into_inner().unwrap();
-        assert!(calls == pieces || calls == [(0, 1), (1, 8)], "{calls:?}");
-        if calls == [(0, 1), (1, 8)] {
-            merged = true;
-            break;
-        }
-    }
-    release.send(()).unwrap();
-    assert!(merged, "the caller never ran the rest as one call");
+    assert_eq!(calls.into_inner().unwrap(), pieces);
 }
 
 #[test]
