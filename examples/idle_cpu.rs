@@ -1,7 +1,8 @@
 //! What the pool costs when there is (almost) nothing to do: the CPU time the whole process
 //! uses, as a percentage of one core, while `hardware()` is fully idle for 2 s, then while it
-//! runs one tiny region (two units, grain 1, so it forks) every millisecond for 2 s, and, for
-//! scale, one region of 100 µs of work (enough to wake a helper) every millisecond.
+//! runs one tiny region (two units, grain 1, so it forks) every millisecond for 2 s, then one
+//! region of 100 µs of work (enough to wake a helper, so workers block for a while after it)
+//! every millisecond and every 10 ms.
 //!
 //! `cargo run --release --features parallel --example idle_cpu`
 //!
@@ -42,63 +43,70 @@ fn measure(f: impl FnOnce()) -> f64 {
     100.0 * cpu as f64 / wall.as_nanos() as f64
 }
 
+/// Calls `region` once every `period` for `span`; returns how many calls it made.
+fn every(period: Duration, span: Duration, mut region: impl FnMut()) -> u64 {
+    let start = Instant::now();
+    let mut next = start;
+    let mut calls = 0;
+    while start.elapsed() < span {
+        region();
+        calls += 1;
+        next += period;
+        if let Some(rest) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(rest);
+        }
+    }
+    calls
+}
+
 fn main() {
     let pool = skainet_schedule::hardware();
-    let period = Duration::from_millis(1);
     let span = Duration::from_secs(2);
+    let (ms, ten_ms) = (Duration::from_millis(1), Duration::from_millis(10));
+    let tiny = || {
+        pool.for_range(2, 1, &|s, e| {
+            black_box((s, e));
+        })
+    };
+    // 100 µs of work in 100 units: worth waking a helper for.
+    let large = || pool.for_range(100, 1, &|s, e| spin(Duration::from_micros((e - s) as u64)));
     // Starts the workers, then lets them settle into sleep.
-    pool.for_range(2, 1, &|s, e| {
-        black_box((s, e));
-    });
+    tiny();
     std::thread::sleep(Duration::from_millis(100));
     let idle = measure(|| std::thread::sleep(span));
-    let mut regions = 0u64;
-    let ticking = measure(|| {
-        let start = Instant::now();
-        let mut next = start;
-        while start.elapsed() < span {
-            pool.for_range(2, 1, &|s, e| {
-                black_box((s, e));
-            });
-            regions += 1;
-            next += period;
-            if let Some(rest) = next.checked_duration_since(Instant::now()) {
-                std::thread::sleep(rest);
-            }
-        }
-    });
-    let busy_region = measure(|| {
-        let start = Instant::now();
-        let mut next = start;
-        while start.elapsed() < span {
-            pool.for_range(100, 1, &|s, e| spin(Duration::from_micros((e - s) as u64)));
-            next += period;
-            if let Some(rest) = next.checked_duration_since(Instant::now()) {
-                std::thread::sleep(rest);
-            }
-        }
-    });
-    // The same loop with nothing forked: the caller's own sleeping and timekeeping.
+    let mut regions = 0;
+    let ticking = measure(|| regions = every(ms, span, tiny));
+    // The same loops with nothing forked: the caller's own sleeping and timekeeping.
     let baseline = measure(|| {
-        let start = Instant::now();
-        let mut next = start;
-        while start.elapsed() < span {
-            black_box(());
-            next += period;
-            if let Some(rest) = next.checked_duration_since(Instant::now()) {
-                std::thread::sleep(rest);
-            }
-        }
+        every(ms, span, || black_box(()));
+    });
+    let large_ms = measure(|| {
+        every(ms, span, large);
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let baseline_ten = measure(|| {
+        every(ten_ms, span, || black_box(()));
+    });
+    let large_ten = measure(|| {
+        every(ten_ms, span, large);
     });
     println!("pool: {}", pool.name());
-    println!("fully idle, 2 s:                   {idle:.2} % of a core");
-    println!("one tiny region every 1 ms, 2 s:   {ticking:.2} % of a core ({regions} regions)");
-    println!("the same loop without regions:     {baseline:.2} % of a core");
+    println!("fully idle, 2 s:                    {idle:.2} % of a core");
+    println!("one tiny region every 1 ms, 2 s:    {ticking:.2} % of a core ({regions} regions)");
+    println!("the same loop without regions:      {baseline:.2} % of a core");
     println!(
-        "regions' own cost:                 {:.2} % of a core",
+        "tiny regions' own cost:             {:.2} % of a core",
         ticking - baseline
     );
     println!(
-        "one 100 µs region every 1 ms, 2 s: {busy_region:.2} % of a core (the work alone: 10 %)"
+        "one 100 µs region every 1 ms, 2 s:  {large_ms:.2} % of a core (the work alone: 10 %)"
+    );
+    println!(
+        "one 100 µs region every 10 ms, 2 s: {large_ten:.2} % of a core (the work alone: 1 %; \
+         the loop without regions: {baseline_ten:.2} %)"
+    );
+    println!(
+        "  above the work and the loop:      {:.2} % of a core",
+        large_ten - 1.0 - baseline_ten
     );
 }

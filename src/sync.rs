@@ -147,36 +147,63 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
 #[cfg(feature = "std")]
 const SPINS: u32 = 64;
 
-/// Polls `ready` until it returns `true` or `window` of wall-clock time has passed; returns
-/// whether it became ready. The first microsecond or so spins with a CPU hint, the rest yields
-/// to the OS between polls, so a poller on a busy machine gives its core to whoever needs it.
-/// Inside a loom model it does not poll at all (and returns `false`): time decides nothing
+/// A yield that takes longer than this gave the core to another runnable thread: the core is
+/// contended, and a poller that keeps yielding gets it back only a time slice later (ms),
+/// while a sleeper that is woken runs again at once (the scheduler favours it).
+#[cfg(feature = "std")]
+const CONTENDED_YIELD: core::time::Duration = core::time::Duration::from_micros(100);
+
+/// How [`poll_for`] ended.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Polled {
+    /// `ready` returned `true`.
+    Ready,
+    /// The window passed.
+    TimedOut,
+    /// A yield gave the core away for longer than [`CONTENDED_YIELD`]: sleeping serves the
+    /// poller better than polling on. `ready` may hold by now; the poller checks again.
+    Contended,
+}
+
+/// Polls `ready` until it returns `true`, `window` of wall-clock time has passed, or the core
+/// turns out to be contended (see [`Polled`]). The first microsecond or so spins with a CPU
+/// hint, the rest yields to the OS between polls, so a poller on a busy machine gives its core
+/// to whoever needs it.
+/// Inside a loom model it does not poll at all (and returns `TimedOut`): time decides nothing
 /// there, and every extra load would multiply the interleavings to explore; the waiter's
 /// blocking path, which the models check, comes right after.
 #[cfg(feature = "std")]
-pub(crate) fn poll_for(window: core::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+pub(crate) fn poll_for(window: core::time::Duration, mut ready: impl FnMut() -> bool) -> Polled {
     #[cfg(feature = "loom")]
     {
         let _ = (window, &mut ready);
-        false
+        Polled::TimedOut
     }
     #[cfg(not(feature = "loom"))]
     {
         for _ in 0..SPINS {
             if ready() {
-                return true;
+                return Polled::Ready;
             }
             core::hint::spin_loop();
         }
         let started = std::time::Instant::now();
+        let mut now = started;
         loop {
             if ready() {
-                return true;
+                return Polled::Ready;
             }
-            if started.elapsed() >= window {
-                return false;
+            if now.duration_since(started) >= window {
+                return Polled::TimedOut;
             }
             std::thread::yield_now();
+            let before = now;
+            now = std::time::Instant::now();
+            if now.duration_since(before) >= CONTENDED_YIELD {
+                // Even if `ready` holds by now: the poller must learn that polling did not pay.
+                return Polled::Contended;
+            }
         }
     }
 }

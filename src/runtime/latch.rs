@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::sync::{poll_for, wait, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{poll_for, wait, AtomicUsize, Condvar, Mutex, Ordering, Polled};
 
 /// Counts down to zero as chunks end (run, failed or skipped); the caller waits for zero.
 ///
@@ -55,7 +55,7 @@ impl CountLatch {
     /// the last chunk's thread a wake-up call and this one a wake-up's latency, so a caller
     /// that expects the chunks still running to end soon should poll about that long.
     pub(crate) fn wait(&self, poll: Duration) {
-        if poll_for(poll, || self.is_open()) {
+        if poll_for(poll, || self.is_open()) == Polled::Ready {
             return;
         }
         let mut sleeping = self.sleeper.lock();

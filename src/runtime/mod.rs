@@ -19,11 +19,16 @@
 //! queue is empty, then waits only for pieces that another thread has already claimed. More
 //! pieces than tasks let whoever is running take what a late helper would have had.
 //!
-//! Workers that are awake (each polls for up to 100 µs after its last job, less while polling
-//! finds nothing) take published jobs by themselves. Sleeping ones are woken only when the
-//! pieces left after the caller's first one hold at least 50 µs of work by that piece's time:
-//! a wake-up costs the caller a system call and the helper tens of microseconds to start, so
-//! a short region on an idle pool runs on the caller alone and costs nothing on other cores. A region that really forked emits one
+//! Workers that are awake take published jobs by themselves: after a short region each polls
+//! for up to 100 µs (less while polling finds nothing), after one worth a wake-up for twice the
+//! time the pool sat idle before that region, up to 2 ms (a block time, as OpenMP's
+//! `KMP_BLOCKTIME`), so a stream of large regions up to a millisecond apart finds them awake.
+//! Sleeping ones are woken only when the pieces left after the caller's first one hold at
+//! least 50 µs of work by that piece's time: a wake-up costs the caller a system call and the
+//! helper tens of microseconds (up to a millisecond on a virtual machine) to start, so a short
+//! region on an idle pool runs on the caller alone and costs nothing on other cores; while
+//! every worker sleeps, that caller runs the pieces after its first as one body call. A region that really forked
+//! emits one
 //! `TraceEvent::ScheduleRegion` to an attached sink ([`PoolSchedule::with_trace`]). Only the
 //! chunks of a forked region mark their thread as nested; a one-chunk region leaves it
 //! unmarked, so a region its body opens may still fork (nothing else is running to

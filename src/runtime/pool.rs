@@ -8,6 +8,7 @@ use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::ToString;
 use alloc::vec::Vec;
+use core::time::Duration;
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -15,7 +16,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use super::error::{ScheduleError, MAX_PARALLELISM};
 use super::region::{Region, Wake};
 use crate::sync::{
-    poll_for, thread, wait, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, TrackedArc,
+    poll_for, thread, wait, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, Polled,
+    TrackedArc,
 };
 
 /// Something a worker runs.
@@ -77,6 +79,21 @@ pub(crate) struct PoolShared {
     queued: AtomicUsize,
     /// Whether the last region was worth waking a helper for (see [`Wake`]).
     last_worth: AtomicBool,
+    /// Set when the pool shuts down, so that a polling worker stops at once.
+    closing: AtomicBool,
+    /// Where the pool's clock starts (region ends and idle gaps are kept in µs since it).
+    #[cfg(not(feature = "loom"))]
+    epoch: std::time::Instant,
+    /// When the last region ended, in µs since `epoch`, plus one (0: none yet).
+    #[cfg(not(feature = "loom"))]
+    last_end: AtomicUsize,
+    /// How long the pool sat idle (no region open) before the last region began, in µs
+    /// (`usize::MAX`: not known yet).
+    #[cfg(not(feature = "loom"))]
+    last_gap: AtomicUsize,
+    /// Workers that are not asleep (running a job or polling for one).
+    #[cfg(not(feature = "loom"))]
+    awake: AtomicUsize,
 }
 
 impl PoolShared {
@@ -90,6 +107,15 @@ impl PoolShared {
             work: Condvar::new(),
             queued: AtomicUsize::new(0),
             last_worth: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            #[cfg(not(feature = "loom"))]
+            epoch: std::time::Instant::now(),
+            #[cfg(not(feature = "loom"))]
+            last_end: AtomicUsize::new(0),
+            #[cfg(not(feature = "loom"))]
+            last_gap: AtomicUsize::new(usize::MAX),
+            #[cfg(not(feature = "loom"))]
+            awake: AtomicUsize::new(0),
         }
     }
 
@@ -138,21 +164,32 @@ impl PoolShared {
         }
     }
 
-    /// The next job for a worker, or `None` once the pool shuts down. First polls for up to
-    /// `*window` (see [`PollWindow`]), then sleeps until woken.
+    /// The next job for a worker, or `None` once the pool shuts down. First polls for as long
+    /// as `window` says (see [`PollWindow`]), then sleeps until woken.
     fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
-        let found = poll_for(window.get(), || self.queued.load(Ordering::Relaxed) > 0);
-        window.update(found);
+        let poll = window.get(self.last_worth.load(Ordering::Relaxed));
+        let polled = poll_for(poll, || {
+            self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
+        });
+        window.update(polled);
         let mut queue = self.queue.lock();
         loop {
             if let Some(job) = self.take(&mut queue) {
+                #[cfg(not(feature = "loom"))]
+                if let Some(gap) = self.last_gap() {
+                    window.idle(gap);
+                }
                 return Some(job);
             }
             if queue.shutdown {
                 return None;
             }
             queue.sleeping += 1;
+            #[cfg(not(feature = "loom"))]
+            self.awake.fetch_sub(1, Ordering::Relaxed);
             queue = wait(&self.work, queue);
+            #[cfg(not(feature = "loom"))]
+            self.awake.fetch_add(1, Ordering::Relaxed);
             queue.sleeping -= 1;
         }
     }
@@ -182,41 +219,111 @@ impl PoolShared {
         queue.entries.pop_front().map(|entry| entry.job)
     }
 
+    /// Microseconds since the pool's epoch.
+    #[cfg(not(feature = "loom"))]
+    fn now_us(&self) -> usize {
+        usize::try_from(self.epoch.elapsed().as_micros()).unwrap_or(usize::MAX - 1)
+    }
+
+    /// How long the pool sat idle before its last region, if known. Measured by the regions'
+    /// callers, so a worker that slept through the gap and woke late does not count its own
+    /// wake-up latency as idle time.
+    #[cfg(not(feature = "loom"))]
+    pub(crate) fn last_gap(&self) -> Option<Duration> {
+        match self.last_gap.load(Ordering::Relaxed) {
+            usize::MAX => None,
+            gap => Some(Duration::from_micros(gap as u64)),
+        }
+    }
+
     fn shut_down(&self) {
+        self.closing.store(true, Ordering::Relaxed);
         let mut queue = self.queue.lock();
         queue.shutdown = true;
         self.work.notify_all();
     }
 }
 
-/// How long an idle worker polls for the next job before it sleeps: back-to-back regions
-/// (a decoder's products and attention, a few microseconds apart) then find it awake and need
-/// no wake-up, while a pool whose regions come rarely goes to sleep at once. The window doubles
-/// (up to [`POLL_MAX`]) each time polling found a job and halves (down to [`POLL_MIN`]) each
-/// time it did not, so a worker polls long only while that keeps paying.
-struct PollWindow(core::time::Duration);
+/// How long an idle worker polls for the next job before it sleeps.
+///
+/// After a short region, the poll is short: back-to-back regions (a decoder's products and
+/// attention, a few microseconds apart) then find the worker awake and need no wake-up, while
+/// a pool whose regions come rarely goes to sleep at once. This window doubles (up to
+/// [`POLL_MAX`]) each time polling found a job and halves (down to [`POLL_MIN`]) each time it
+/// did not, so a worker polls long only while that keeps paying.
+///
+/// After a region that was worth waking a helper for, the worker blocks longer, like
+/// OpenMP's `KMP_BLOCKTIME`: a worker that slept takes tens of microseconds to run again on
+/// real hardware and up to a millisecond on a virtual machine whose idle virtual CPU the
+/// host halted, which is a large region's whole gain. It polls for twice the time the pool
+/// sat idle before its last region (at least [`POLL_MAX`], at most [`BLOCK_TIME`]), so a
+/// stream of large regions a millisecond apart finds it awake, and it stops soon after such a
+/// stream stops. When that idle time was longer than [`BLOCK_TIME`] (large regions that come
+/// rarely), the worker does not block: polling would not have caught them. Nor does it block
+/// while its core is contended (a poll ended [`Polled::Contended`], and no poll since has run
+/// its window out with quick yields): a yield then hands the core to another thread for a time
+/// slice, while a sleeper that is woken runs again at once.
+pub(crate) struct PollWindow {
+    /// The poll after a short region.
+    short: Duration,
+    /// How long the pool sat idle before the last region this worker joined; `None` before
+    /// its first.
+    last_idle: Option<Duration>,
+    /// Whether a yield found the core contended, and no clean poll has run since.
+    contended: bool,
+}
 
-/// The longest poll: about what a wake-up costs, so a worker never spends much more on
-/// polling than the wake-up it saves.
-const POLL_MAX: core::time::Duration = core::time::Duration::from_micros(100);
+/// The longest poll after a short region: about what a wake-up costs on real hardware, so a
+/// worker never spends much more on polling than the wake-up it saves.
+pub(crate) const POLL_MAX: Duration = Duration::from_micros(100);
 /// The shortest poll, for a worker whose jobs come rarely.
-const POLL_MIN: core::time::Duration = core::time::Duration::from_micros(2);
+pub(crate) const POLL_MIN: Duration = Duration::from_micros(2);
+/// The longest poll after a region worth a wake-up: about twice what a wake-up costs on a
+/// virtual machine, and what a stream of large regions a millisecond apart needs.
+pub(crate) const BLOCK_TIME: Duration = Duration::from_millis(2);
 
 impl PollWindow {
-    fn new() -> Self {
-        Self(POLL_MAX)
+    pub(crate) fn new() -> Self {
+        Self {
+            short: POLL_MAX,
+            last_idle: None,
+            contended: false,
+        }
     }
 
-    fn get(&self) -> core::time::Duration {
-        self.0
+    /// How long to poll, given whether the last region was worth a wake-up.
+    pub(crate) fn get(&self, worth: bool) -> Duration {
+        if self.contended {
+            return self.short;
+        }
+        match self.last_idle {
+            Some(idle) if worth && idle <= BLOCK_TIME => {
+                idle.saturating_mul(2).clamp(POLL_MAX, BLOCK_TIME)
+            }
+            None if worth => BLOCK_TIME,
+            _ => self.short,
+        }
     }
 
-    fn update(&mut self, found: bool) {
-        self.0 = if found {
-            self.0.saturating_mul(2).min(POLL_MAX)
+    /// Records how the last poll ended.
+    pub(crate) fn update(&mut self, polled: Polled) {
+        self.short = if polled == Polled::Ready {
+            self.short.saturating_mul(2).min(POLL_MAX)
         } else {
-            (self.0 / 2).max(POLL_MIN)
+            (self.short / 2).max(POLL_MIN)
         };
+        match polled {
+            Polled::Contended => self.contended = true,
+            Polled::TimedOut => self.contended = false,
+            // Found in time, maybe before any yield: says nothing about the core.
+            Polled::Ready => {}
+        }
+    }
+
+    /// Records how long the pool sat idle before the region whose job the worker just got.
+    #[cfg_attr(feature = "loom", allow(dead_code))] // time decides nothing in a model
+    pub(crate) fn idle(&mut self, idle: Duration) {
+        self.last_idle = Some(idle);
     }
 }
 
@@ -231,6 +338,27 @@ impl Wake for PoolShared {
         self.last_worth.load(Ordering::Relaxed)
     }
 
+    #[cfg(not(feature = "loom"))]
+    fn starting(&self) {
+        let end = self.last_end.load(Ordering::Relaxed);
+        if end != 0 {
+            let gap = self.now_us().saturating_sub(end - 1);
+            self.last_gap
+                .store(gap.min(usize::MAX - 1), Ordering::Relaxed);
+        }
+    }
+
+    #[cfg(not(feature = "loom"))]
+    fn helpers_awake(&self) -> bool {
+        self.awake.load(Ordering::Relaxed) > 0
+    }
+
+    #[cfg(not(feature = "loom"))]
+    fn ended(&self) {
+        self.last_end
+            .store(self.now_us().saturating_add(1), Ordering::Relaxed);
+    }
+
     fn learn(&self, worth: bool) {
         // Most regions repeat the last one's verdict: skip the write (and the cache line's
         // trip between cores) then.
@@ -241,6 +369,8 @@ impl Wake for PoolShared {
 }
 
 fn worker_main(shared: Arc<PoolShared>) {
+    #[cfg(not(feature = "loom"))]
+    shared.awake.fetch_add(1, Ordering::Relaxed);
     let mut window = PollWindow::new();
     while let Some(job) = shared.next_job(&mut window) {
         // A region's helper never unwinds; anything else that does must not take the worker

@@ -15,6 +15,7 @@
 
 use alloc::boxed::Box;
 use core::any::Any;
+use core::ops::Range;
 use core::time::Duration;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -64,6 +65,9 @@ impl Region {
     /// the chunks left after the caller's first one are worth a helper's late start (see
     /// [`worth_waking`]): a helper that is awake takes a published job by itself, and the
     /// caller can finish alone, so a region too short to pay for a wake-up never pays for one.
+    /// A caller that does not wake anyone, while no helper is awake, and finds none joined
+    /// during its first chunk claims the rest at once and runs it as one body call over their units: it would run them
+    /// all anyway, and a body's per-call work is then paid once.
     ///
     /// Must not be called from inside a chunk (the schedule runs nested regions inline).
     pub(crate) fn run(
@@ -75,6 +79,8 @@ impl Region {
     ) -> Result<(), Payload> {
         let count = chunks.len();
         debug_assert!(count >= 2, "a region that does not fork runs inline");
+        #[cfg(not(feature = "loom"))]
+        wake.starting();
         // SAFETY: only the lifetime changes (same layout and vtable). The erased pointer is
         // dereferenced only in `run_claimed`, whose argument shows it is still alive.
         let body = unsafe { core::mem::transmute::<*const Body<'_>, *const Body<'static>>(body) };
@@ -117,7 +123,7 @@ impl Region {
             };
             #[cfg(not(feature = "loom"))]
             let started = std::time::Instant::now();
-            caller.ended += region.run_claimed(0);
+            caller.ended += region.run_claimed(0..1);
             #[cfg(not(feature = "loom"))]
             {
                 let first = started.elapsed();
@@ -125,16 +131,29 @@ impl Region {
                 // caller running out of chunks: poll that long before sleeping.
                 caller.poll = first.saturating_mul(2).clamp(POLL_LEAST, POLL_MOST);
                 wake.learn(worth_waking(first, count - 1));
-                if !woken && worth_waking(first, region.unclaimed()) {
-                    wake.wake(helpers);
+                if !woken {
+                    if worth_waking(first, region.unclaimed()) {
+                        wake.wake(helpers);
+                    } else if let Some(rest) = (!wake.helpers_awake())
+                        .then(|| region.claim_rest_untouched())
+                        .flatten()
+                    {
+                        // Nobody joined during the first piece, every helper sleeps and none
+                        // will be woken: the rest is the caller's, and one body call pays the
+                        // body's own per-call work (scratch, bookkeeping) once, not per piece.
+                        caller.ended += rest.len();
+                        caller.ended += region.run_claimed(rest);
+                    }
                 }
             }
             while let Some(index) = region.claim() {
                 caller.ended += 1;
-                caller.ended += region.run_claimed(index);
+                caller.ended += region.run_claimed(index..index + 1);
             }
         }
         drop(caller);
+        #[cfg(not(feature = "loom"))]
+        wake.ended();
         let first_panic = region.panic.lock().take();
         match first_panic {
             None => Ok(()),
@@ -164,7 +183,7 @@ impl Region {
                 // Owed from the moment of the claim: if running it unwinds, the share's drop
                 // still counts it (by then it is no longer running).
                 share.ended += 1;
-                share.ended += self.run_claimed(index);
+                share.ended += self.run_claimed(index..index + 1);
             }
         }));
         if let Err(payload) = outcome {
@@ -195,6 +214,17 @@ impl Region {
         (index < self.chunks.len()).then_some(index)
     }
 
+    /// Claims every chunk after the caller's first, if nobody has claimed one yet; `None` once
+    /// a helper has joined (it and the caller then share what is left, piece by piece).
+    #[cfg(not(feature = "loom"))]
+    fn claim_rest_untouched(&self) -> Option<Range<usize>> {
+        let count = self.chunks.len();
+        self.next
+            .compare_exchange(1, count, Ordering::Relaxed, Ordering::Relaxed)
+            .ok()
+            .map(|_| 1..count)
+    }
+
     /// Marks every chunk not yet claimed as skipped; returns how many that was. A claim that
     /// comes after this in `next`'s modification order finds the queue empty.
     fn skip_unclaimed(&self) -> usize {
@@ -203,26 +233,34 @@ impl Region {
         count.saturating_sub(before)
     }
 
-    /// Runs claimed chunk `index`, catching a panic (the body's, or one in computing the
-    /// chunk); returns how many unclaimed chunks a panic skipped (the claimed one is counted
-    /// by whoever claimed it).
-    fn run_claimed(&self, index: usize) -> usize {
+    /// Runs the claimed chunks `span` (consecutive, non-empty) as one body call over their
+    /// units, catching a panic (the body's, or one in computing the bounds); returns how many
+    /// unclaimed chunks a panic skipped (the claimed ones are counted by whoever claimed them).
+    fn run_claimed(&self, span: Range<usize>) -> usize {
         #[cfg(all(test, not(feature = "loom")))]
-        if self.machinery_fault.load(Ordering::Relaxed) == index {
-            std::panic::panic_any(MachineryFault(index));
+        {
+            let fault = self.machinery_fault.load(Ordering::Relaxed);
+            if span.contains(&fault) {
+                std::panic::panic_any(MachineryFault(fault));
+            }
         }
-        // SAFETY: `index` was claimed by this thread (`next` handed it out, or it is chunk 0
-        // and this is the caller). The latch started at `chunks.len()` and opens only after
-        // every index has been counted down by the thread that claimed or skipped it; this
-        // thread counts `index` down only after this call has returned or unwound (its
+        // SAFETY: every index of `span` was claimed by this thread (`next` handed it out, or it
+        // is chunk 0 and this is the caller). The latch started at `chunks.len()` and opens only
+        // after every index has been counted down by the thread that claimed or skipped it;
+        // this thread counts `span` down only after this call has returned or unwound (its
         // `LatchShare` is dropped after it). The caller stays inside `Region::run` (in
         // `LatchShare::drop`) until the latch is open, and the body it borrowed outlives that
         // frame. So the body is alive for the whole call.
         let body = unsafe { &*self.body.0 };
         let run = || {
-            // A claimed index is below `chunks.len()`, so `get` always has the chunk.
-            if let Some(range) = self.chunks.get(index) {
-                body(range.start, range.end);
+            // Claimed indices are below `chunks.len()`, so `get` always has their chunks, and
+            // consecutive chunks are back to back.
+            let last = span
+                .end
+                .checked_sub(1)
+                .and_then(|last| self.chunks.get(last));
+            if let (Some(first), Some(last)) = (self.chunks.get(span.start), last) {
+                body(first.start, last.end);
             }
         };
         match catch_unwind(AssertUnwindSafe(run)) {
@@ -309,6 +347,21 @@ pub(crate) trait Wake {
     fn learn(&self, worth: bool) {
         let _ = worth;
     }
+
+    /// Whether some helper is awake (running or polling) and so may join a region late
+    /// without a wake-up; `false` when not known.
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn helpers_awake(&self) -> bool {
+        false
+    }
+
+    /// Notes that a region begins now (a pool measures how long it sat idle before it).
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn starting(&self) {}
+
+    /// Notes that a region has ended now.
+    #[cfg_attr(feature = "loom", allow(dead_code))]
+    fn ended(&self) {}
 }
 
 /// A closure wakes and remembers nothing.

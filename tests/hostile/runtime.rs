@@ -39,8 +39,20 @@ fn pieces(n: usize, parallelism: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Whether `got` (sorted) is exactly the region's [`pieces`], or its first piece and the rest
+/// as one range (a caller that ran every piece alone makes that one call).
+fn pieces_or_first_and_rest(got: &[(usize, usize)], n: usize, parallelism: usize) -> bool {
+    let pieces = pieces(n, parallelism);
+    let first_and_rest = match pieces.as_slice() {
+        [first, second, ..] if pieces.len() > 2 => vec![*first, (second.0, n)],
+        _ => pieces.clone(),
+    };
+    got == pieces || got == first_and_rest
+}
+
 /// Checks that `ranges` (sorted) are non-empty, disjoint, and cover `[0, n)` exactly: the
-/// lengths add up to `n` without overflow, and they are exactly the region's [`pieces`].
+/// lengths add up to `n` without overflow, and they are the region's [`pieces`] (or its first
+/// piece and the rest).
 fn assert_exact_cover(schedule: &dyn Schedule, n: usize) {
     let got = ranges(schedule, n);
     let name = schedule.name();
@@ -56,7 +68,10 @@ fn assert_exact_cover(schedule: &dyn Schedule, n: usize) {
         .iter()
         .try_fold(0usize, |sum, &(start, end)| sum.checked_add(end - start));
     assert_eq!(total, Some(n), "{name}: lengths of {got:?}");
-    assert_eq!(got, pieces(n, schedule.parallelism()), "{name}, n = {n}");
+    assert!(
+        pieces_or_first_and_rest(&got, n, schedule.parallelism()),
+        "{name}, n = {n}: {got:?}"
+    );
 }
 
 /// Every huge `n` on `schedule`, then a small region on the same schedule: still whole.
@@ -99,7 +114,10 @@ fn try_for_range_covers_usize_max_exactly() {
     assert_eq!(outcome, Ok(()));
     let mut seen = seen.into_inner().unwrap();
     seen.sort_unstable();
-    assert_eq!(seen, pieces(usize::MAX, schedule.parallelism()));
+    assert!(
+        pieces_or_first_and_rest(&seen, usize::MAX, schedule.parallelism()),
+        "{seen:?}"
+    );
 }
 
 /// The schedule `try_for_range_covers_usize_max_exactly` runs on: a threaded one if built.

@@ -102,3 +102,13 @@ pub fn pieces(n: usize, grain: usize, parallelism: usize) -> usize {
         Chunks::new(n, 1, count).len()
     }
 }
+
+/// Whether `calls` body calls fit a region of `n` units with `grain` under a schedule of
+/// `parallelism` tasks (outside any region): one per piece, or two when the region has a full
+/// four pieces per task and its caller ran them all alone (its first piece, then the rest as
+/// one call).
+pub fn region_calls_fit(calls: usize, n: usize, grain: usize, parallelism: usize) -> bool {
+    let pieces = pieces(n, grain, parallelism);
+    let tasks = Chunks::new(n, grain, parallelism).len();
+    calls == pieces || (tasks >= 2 && pieces == tasks * 4 && calls == 2)
+}
