@@ -47,6 +47,10 @@ fn region_visits_every_index_once_and_calls_the_body_once_per_piece_or_first_and
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece takes long enough to be worth a wake-up"
+)]
 fn a_caller_on_a_sleeping_pool_runs_the_pieces_after_its_first_as_one_call() {
     // Its only worker asleep, a region too small to wake it for costs two body calls (the
     // first piece, timed, then the rest), not one per piece. A first piece slowed down by the
