@@ -678,6 +678,19 @@ impl<S: Simd, W: Wide> Phase<S> for Softmax<'_, '_, W> {
     }
 }
 
+/// Multiplies each of the first `rows` output rows (`hd` values each) by its `α`, the factor
+/// that carries its sums over to the new running max; a row whose max did not move is left as is.
+#[inline(always)]
+fn rescale(group: &mut [f32], hd: usize, rows: usize, state: &Rows) {
+    for (o, &alpha) in group.chunks_exact_mut(hd).zip(&state.alpha).take(rows) {
+        if alpha != 1.0 {
+            for x in o.iter_mut() {
+                *x *= alpha;
+            }
+        }
+    }
+}
+
 /// Rescales the group's output rows by their `α` and adds the tile's weighted values (step 3
 /// of the module docs).
 struct Weigh<'a, 'h, M, W> {
@@ -708,14 +721,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
         } = self;
         let hd = h.hd;
         let v = &h.v[t0 * hd..];
-        for (r, o) in group.chunks_exact_mut(hd).enumerate().take(rows) {
-            let alpha = state.alpha[r];
-            if alpha != 1.0 {
-                for x in o.iter_mut() {
-                    *x *= alpha;
-                }
-            }
-        }
+        rescale(group, hd, rows, state);
         let mut r0 = 0;
         while r0 < rows {
             let block = ROWS.min(rows - r0);
@@ -784,14 +790,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
         } = self;
         let hd = h.hd;
         let v = &h.v[t0 * hd..];
-        for (r, o) in group.chunks_exact_mut(hd).enumerate().take(rows) {
-            let alpha = state.alpha[r];
-            if alpha != 1.0 {
-                for x in o.iter_mut() {
-                    *x *= alpha;
-                }
-            }
-        }
+        rescale(group, hd, rows, state);
         let counts = &state.counts[..rows];
         let mut r0 = 0;
         while r0 < rows {
