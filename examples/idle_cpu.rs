@@ -2,7 +2,8 @@
 //! uses, as a percentage of one core, while `hardware()` is fully idle for 2 s, then while it
 //! runs one tiny region (two units, grain 1, so it forks) every millisecond for 2 s, then one
 //! region of 100 µs of work (enough to wake a helper, so workers block for a while after it)
-//! every millisecond and every 10 ms.
+//! every millisecond and every 10 ms; and the 1 ms stream again with the pool's block time set
+//! to zero (`PoolSchedule::set_block_time`), where workers sleep after each region.
 //!
 //! `cargo run --release --features parallel --example idle_cpu`
 //!
@@ -90,6 +91,14 @@ fn main() {
     let large_ten = measure(|| {
         every(ten_ms, span, large);
     });
+    let block_time = pool.block_time();
+    let passive_ms = pool.set_block_time(Duration::ZERO).map(|()| {
+        measure(|| {
+            every(ms, span, large);
+        })
+    });
+    // `hardware()` is the process's pool: leave it as it was.
+    let restored = pool.set_block_time(block_time);
     println!("pool: {}", pool.name());
     println!("fully idle, 2 s:                    {idle:.2} % of a core");
     println!("one tiny region every 1 ms, 2 s:    {ticking:.2} % of a core ({regions} regions)");
@@ -109,4 +118,11 @@ fn main() {
         "  above the work and the loop:      {:.2} % of a core",
         large_ten - 1.0 - baseline_ten
     );
+    match passive_ms.and_then(|passive| restored.map(|()| passive)) {
+        Ok(passive) => println!(
+            "one 100 µs region every 1 ms, block time 0, 2 s: {passive:.2} % of a core \
+             (default block time {block_time:?}: {large_ms:.2} %)"
+        ),
+        Err(e) => println!("block time: {e}"),
+    }
 }

@@ -131,7 +131,7 @@ pub use runtime::RayonSchedule;
 #[cfg(feature = "parallel")]
 pub use runtime::{
     dedicated, hardware, hardware_fallback, hardware_parallelism, parse_task_groups, PoolSchedule,
-    ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR,
+    ScheduleError, MAX_BLOCK_TIME, MAX_PARALLELISM, TASK_GROUPS_VAR,
 };
 
 /// The traits' methods, for `use skainet_schedule::prelude::*`: they then work on every

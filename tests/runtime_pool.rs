@@ -356,3 +356,43 @@ fn a_cold_pool_wakes_its_helper_at_once_for_one_unit_per_task() {
         assert_ne!(threads[0], threads[1]);
     }
 }
+
+#[test]
+fn a_block_time_above_the_maximum_is_an_error_naming_both_and_changes_nothing() {
+    let pool = skainet_schedule::dedicated(2).unwrap();
+    pool.set_block_time(Duration::from_micros(700)).unwrap();
+    let too_long = skainet_schedule::MAX_BLOCK_TIME + Duration::from_nanos(1);
+    let err = pool.set_block_time(too_long).unwrap_err();
+    assert_eq!(
+        err,
+        ScheduleError::BlockTimeTooLong {
+            requested: too_long
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "a pool's block time must be at most 200ms (MAX_BLOCK_TIME), got 200.000001ms"
+    );
+    assert_eq!(pool.block_time(), Duration::from_micros(700));
+}
+
+#[test]
+fn a_block_time_is_the_pools_and_every_handle_sees_it() {
+    let pool = skainet_schedule::dedicated(3).unwrap();
+    let other = pool.clone();
+    assert_eq!(pool.block_time(), Duration::from_millis(2), "the default");
+    other
+        .set_block_time(skainet_schedule::MAX_BLOCK_TIME)
+        .unwrap();
+    assert_eq!(pool.block_time(), Duration::from_millis(200));
+    pool.set_block_time(Duration::ZERO).unwrap();
+    assert_eq!(other.block_time(), Duration::ZERO);
+    // A pool with no block time still runs every region to the end.
+    let sum = AtomicUsize::new(0);
+    for _ in 0..50 {
+        pool.for_range(1000, 10, &|start, end| {
+            sum.fetch_add((start..end).sum::<usize>(), Ordering::Relaxed);
+        });
+    }
+    assert_eq!(sum.into_inner(), 50 * 499_500);
+}

@@ -39,6 +39,12 @@ pub enum ScheduleError {
         /// The variable's value, as found (lossily decoded when it was not UTF-8).
         value: String,
     },
+    /// A block time above [`MAX_BLOCK_TIME`](super::MAX_BLOCK_TIME) was asked for
+    /// ([`PoolSchedule::set_block_time`](super::PoolSchedule::set_block_time)).
+    BlockTimeTooLong {
+        /// The block time asked for.
+        requested: core::time::Duration,
+    },
     /// The operating system refused to start a worker thread.
     SpawnFailed {
         /// The name of the thread that did not start (`skainet-schedule-2`, ...).
@@ -67,6 +73,11 @@ impl fmt::Display for ScheduleError {
                 f,
                 "{TASK_GROUPS_VAR} must be at most {MAX_PARALLELISM} (MAX_PARALLELISM), \
                  got {value:?}"
+            ),
+            Self::BlockTimeTooLong { requested } => write!(
+                f,
+                "a pool's block time must be at most {:?} (MAX_BLOCK_TIME), got {requested:?}",
+                super::MAX_BLOCK_TIME
             ),
             Self::SpawnFailed { thread, reason } => {
                 write!(f, "could not start worker thread {thread}: {reason}")

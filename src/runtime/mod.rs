@@ -78,6 +78,8 @@ pub use self::rayon::RayonSchedule;
 #[cfg(feature = "parallel")]
 pub use error::{parse_task_groups, ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR};
 #[cfg(feature = "parallel")]
+pub use pool::MAX_BLOCK_TIME;
+#[cfg(feature = "parallel")]
 pub use pool_schedule::{
     dedicated, hardware, hardware_fallback, hardware_parallelism, PoolSchedule,
 };

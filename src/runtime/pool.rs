@@ -81,6 +81,8 @@ pub(crate) struct PoolShared {
     last_worth: AtomicBool,
     /// Set when the pool shuts down, so that a polling worker stops at once.
     closing: AtomicBool,
+    /// The longest poll after a region worth a wake-up, in µs (see [`PollWindow`]).
+    block_time: AtomicUsize,
     /// Where the pool's clock starts (region ends and idle gaps are kept in µs since it).
     #[cfg(not(feature = "loom"))]
     epoch: std::time::Instant,
@@ -108,6 +110,7 @@ impl PoolShared {
             queued: AtomicUsize::new(0),
             last_worth: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            block_time: AtomicUsize::new(micros(BLOCK_TIME)),
             #[cfg(not(feature = "loom"))]
             epoch: std::time::Instant::now(),
             #[cfg(not(feature = "loom"))]
@@ -167,7 +170,7 @@ impl PoolShared {
     /// The next job for a worker, or `None` once the pool shuts down. First polls for as long
     /// as `window` says (see [`PollWindow`]), then sleeps until woken.
     fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
-        let poll = window.get(self.last_worth.load(Ordering::Relaxed));
+        let poll = window.get(self.last_worth.load(Ordering::Relaxed), self.block_time());
         let polled = poll_for(poll, || {
             self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
         });
@@ -236,6 +239,21 @@ impl PoolShared {
         }
     }
 
+    /// The longest a worker polls after a region worth a wake-up.
+    pub(crate) fn block_time(&self) -> Duration {
+        // Inside a model time decides nothing (`poll_for` does not poll): no load to explore.
+        #[cfg(feature = "loom")]
+        return BLOCK_TIME;
+        #[cfg(not(feature = "loom"))]
+        Duration::from_micros(self.block_time.load(Ordering::Relaxed) as u64)
+    }
+
+    /// Sets [`PoolShared::block_time`]; `block_time` is at most [`MAX_BLOCK_TIME`].
+    pub(crate) fn set_block_time(&self, block_time: Duration) {
+        self.block_time
+            .store(micros(block_time.min(MAX_BLOCK_TIME)), Ordering::Relaxed);
+    }
+
     fn shut_down(&self) {
         self.closing.store(true, Ordering::Relaxed);
         let mut queue = self.queue.lock();
@@ -278,9 +296,20 @@ pub(crate) struct PollWindow {
 pub(crate) const POLL_MAX: Duration = Duration::from_micros(100);
 /// The shortest poll, for a worker whose jobs come rarely.
 pub(crate) const POLL_MIN: Duration = Duration::from_micros(2);
-/// The longest poll after a region worth a wake-up: about twice what a wake-up costs on a
-/// virtual machine, and what a stream of large regions a millisecond apart needs.
+/// The longest poll after a region worth a wake-up, unless the pool was told otherwise
+/// ([`PoolSchedule::set_block_time`](super::PoolSchedule::set_block_time)): about twice what a
+/// wake-up costs on a virtual machine, and what a stream of large regions a millisecond apart
+/// needs.
 pub(crate) const BLOCK_TIME: Duration = Duration::from_millis(2);
+
+/// The longest block time a pool accepts: libomp's default `KMP_BLOCKTIME`. A worker that polls
+/// longer than this between regions no longer saves a wake-up worth its CPU time.
+pub const MAX_BLOCK_TIME: Duration = Duration::from_millis(200);
+
+/// `d` in whole microseconds (at most [`MAX_BLOCK_TIME`]'s, so it fits any `usize`).
+fn micros(d: Duration) -> usize {
+    usize::try_from(d.min(MAX_BLOCK_TIME).as_micros()).unwrap_or(usize::MAX)
+}
 
 impl PollWindow {
     pub(crate) fn new() -> Self {
@@ -291,18 +320,21 @@ impl PollWindow {
         }
     }
 
-    /// How long to poll, given whether the last region was worth a wake-up.
-    pub(crate) fn get(&self, worth: bool) -> Duration {
+    /// How long to poll, given whether the last region was worth a wake-up and the pool's
+    /// block time. A block time below the short poll leaves the short poll: a block time of
+    /// zero makes a large region's worker poll as a short one's.
+    pub(crate) fn get(&self, worth: bool, block_time: Duration) -> Duration {
         if self.contended {
             return self.short;
         }
-        match self.last_idle {
-            Some(idle) if worth && idle <= BLOCK_TIME => {
-                idle.saturating_mul(2).clamp(POLL_MAX, BLOCK_TIME)
+        let block = match self.last_idle {
+            Some(idle) if worth && idle <= block_time => {
+                idle.saturating_mul(2).max(POLL_MAX).min(block_time)
             }
-            None if worth => BLOCK_TIME,
-            _ => self.short,
-        }
+            None if worth => block_time,
+            _ => Duration::ZERO,
+        };
+        block.max(self.short)
     }
 
     /// Records how the last poll ended.

@@ -4,10 +4,11 @@
 use alloc::format;
 use alloc::string::String;
 use core::fmt;
+use core::time::Duration;
 
 use super::dispatch::{self, Forking};
 use super::error::{parse_task_groups, ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR};
-use super::pool::Pool;
+use super::pool::{Pool, MAX_BLOCK_TIME};
 use crate::schedule::{Schedule, ScheduleRef};
 use crate::sync::Arc;
 use crate::trace::TraceSinkRef;
@@ -56,6 +57,51 @@ impl PoolSchedule {
     pub fn with_trace(mut self, sink: TraceSinkRef) -> Self {
         self.trace = Some(sink);
         self
+    }
+
+    /// How long a worker of this pool keeps polling for the next region after one that was
+    /// worth waking it for: 2 ms unless set with [`PoolSchedule::set_block_time`].
+    pub fn block_time(&self) -> Duration {
+        self.inner.pool.shared().block_time()
+    }
+
+    /// Sets how long a worker keeps polling (yielding its core between polls) for the next
+    /// region after one that was worth waking it for, like OpenMP's `KMP_BLOCKTIME`; for the
+    /// pool, so for every handle of it (for [`hardware()`], the process's).
+    ///
+    /// A worker that slept takes tens of microseconds to run again, and up to a millisecond
+    /// on a virtual machine whose idle virtual CPU the host halted; polling through the gap
+    /// between large regions saves that, at the price of the CPU time it polls. The default,
+    /// 2 ms, makes large regions a millisecond apart find their workers awake; a longer one
+    /// does the same for sparser streams; `Duration::ZERO` lets workers sleep after a large
+    /// region as soon as after a short one (2–100 µs): the least CPU for a pool that shares the
+    /// machine, each large region after a pause then paying for a wake-up. Workers read the
+    /// new value the next time they look for work.
+    ///
+    /// ```
+    /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+    /// use std::time::Duration;
+    ///
+    /// let pool = skainet_schedule::dedicated(2)?;
+    /// assert_eq!(pool.block_time(), Duration::from_millis(2));
+    /// pool.set_block_time(Duration::ZERO)?;
+    /// assert_eq!(pool.clone().block_time(), Duration::ZERO);
+    /// # }
+    /// # Ok::<(), skainet_schedule::ScheduleError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ScheduleError::BlockTimeTooLong`] above [`MAX_BLOCK_TIME`] (200 ms); the block time
+    /// is then unchanged.
+    pub fn set_block_time(&self, block_time: Duration) -> Result<(), ScheduleError> {
+        if block_time > MAX_BLOCK_TIME {
+            return Err(ScheduleError::BlockTimeTooLong {
+                requested: block_time,
+            });
+        }
+        self.inner.pool.shared().set_block_time(block_time);
+        Ok(())
     }
 
     /// A shareable `Arc<dyn Schedule>` of this handle.

@@ -472,31 +472,35 @@ fn a_pool_remembers_whether_the_last_region_was_worth_a_wake_up() {
 
 #[test]
 fn after_a_short_region_a_worker_polls_briefly_and_less_each_miss() {
-    use super::pool::{PollWindow, POLL_MAX, POLL_MIN};
+    use super::pool::{PollWindow, BLOCK_TIME, POLL_MAX, POLL_MIN};
     let mut window = PollWindow::new();
     window.idle(Duration::from_micros(500));
-    assert_eq!(window.get(false), POLL_MAX);
+    assert_eq!(window.get(false, BLOCK_TIME), POLL_MAX);
     window.update(Polled::TimedOut);
-    assert_eq!(window.get(false), Duration::from_micros(50));
+    assert_eq!(window.get(false, BLOCK_TIME), Duration::from_micros(50));
     for _ in 0..10 {
         window.update(Polled::TimedOut);
     }
-    assert_eq!(window.get(false), POLL_MIN);
+    assert_eq!(window.get(false, BLOCK_TIME), POLL_MIN);
     window.update(Polled::Ready);
-    assert_eq!(window.get(false), Duration::from_micros(4));
+    assert_eq!(window.get(false, BLOCK_TIME), Duration::from_micros(4));
 }
 
 #[test]
 fn after_a_large_region_a_worker_blocks_for_twice_its_last_idle_time() {
     use super::pool::{PollWindow, BLOCK_TIME, POLL_MAX};
     let mut window = PollWindow::new();
-    assert_eq!(window.get(true), BLOCK_TIME, "no idle time seen yet");
+    assert_eq!(
+        window.get(true, BLOCK_TIME),
+        BLOCK_TIME,
+        "no idle time seen yet"
+    );
     window.idle(Duration::from_micros(700));
-    assert_eq!(window.get(true), Duration::from_micros(1400));
+    assert_eq!(window.get(true, BLOCK_TIME), Duration::from_micros(1400));
     window.idle(Duration::from_micros(1500));
-    assert_eq!(window.get(true), BLOCK_TIME);
+    assert_eq!(window.get(true, BLOCK_TIME), BLOCK_TIME);
     window.idle(Duration::from_micros(10));
-    assert_eq!(window.get(true), POLL_MAX);
+    assert_eq!(window.get(true, BLOCK_TIME), POLL_MAX);
 }
 
 #[test]
@@ -504,26 +508,58 @@ fn after_large_regions_that_come_rarely_a_worker_does_not_block() {
     use super::pool::{PollWindow, BLOCK_TIME, POLL_MAX};
     let mut window = PollWindow::new();
     window.idle(BLOCK_TIME + Duration::from_micros(1));
-    assert_eq!(window.get(true), POLL_MAX);
+    assert_eq!(window.get(true, BLOCK_TIME), POLL_MAX);
     window.update(Polled::TimedOut);
-    assert_eq!(window.get(true), Duration::from_micros(50));
+    assert_eq!(window.get(true, BLOCK_TIME), Duration::from_micros(50));
+}
+
+#[test]
+fn a_shorter_block_time_caps_the_poll_after_a_large_region_and_zero_leaves_the_short_one() {
+    use super::pool::{PollWindow, POLL_MAX};
+    let mut window = PollWindow::new();
+    assert_eq!(
+        window.get(true, Duration::from_micros(300)),
+        Duration::from_micros(300)
+    );
+    window.idle(Duration::from_micros(200));
+    assert_eq!(
+        window.get(true, Duration::from_micros(300)),
+        Duration::from_micros(300)
+    );
+    window.idle(Duration::from_micros(120));
+    assert_eq!(
+        window.get(true, Duration::from_micros(300)),
+        Duration::from_micros(240)
+    );
+    assert_eq!(
+        window.get(true, Duration::ZERO),
+        POLL_MAX,
+        "the short poll stays"
+    );
+    window.update(Polled::TimedOut);
+    assert_eq!(window.get(true, Duration::ZERO), Duration::from_micros(50));
+    assert_eq!(
+        window.get(true, Duration::from_millis(200)),
+        Duration::from_micros(240),
+        "twice the idle time, under a longer block time"
+    );
 }
 
 #[test]
 fn a_worker_on_a_contended_core_does_not_block_until_a_poll_runs_clean() {
-    use super::pool::{PollWindow, POLL_MAX};
+    use super::pool::{PollWindow, BLOCK_TIME, POLL_MAX};
     let mut window = PollWindow::new();
     window.idle(Duration::from_micros(700));
     window.update(Polled::Contended);
-    assert_eq!(window.get(true), Duration::from_micros(50));
+    assert_eq!(window.get(true, BLOCK_TIME), Duration::from_micros(50));
     window.update(Polled::Ready);
     assert_eq!(
-        window.get(true),
+        window.get(true, BLOCK_TIME),
         POLL_MAX,
         "a poll found in time says nothing"
     );
     window.update(Polled::TimedOut);
-    assert_eq!(window.get(true), Duration::from_micros(1400));
+    assert_eq!(window.get(true, BLOCK_TIME), Duration::from_micros(1400));
 }
 
 #[test]
