@@ -202,7 +202,14 @@ fn few_rows(
         Ok(())
     };
     if p.m == 1 {
-        return parallel_chunks(op, schedule, out, 1, work, &body);
+        // A memory-bound stream: one contiguous range per task keeps each core's read one
+        // long stream, which the prefetchers follow, instead of a region's pieces restarting it.
+        let tasks = if work.forks() {
+            schedule.parallelism().max(1)
+        } else {
+            1
+        };
+        return parallel_chunks_grained(op, schedule, out, 1, p.n.div_ceil(tasks), work, &body);
     }
     let mut by_column = scratch(op, out.len())?;
     parallel_chunks(op, schedule, &mut by_column, p.m, work, &body)?;
