@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    all_schedules, assert_sdpa_bits_under, max_abs_diff, reference_sdpa, sparse_mask, tile_heads,
-    uniform, Order, OutOfOrder, SdpaCall,
+    all_schedules, assert_sdpa_bits_under, available_variants, max_abs_diff, reference_sdpa,
+    sparse_mask, tile_heads, uniform, Order, OutOfOrder, SdpaCall,
 };
 use skainet_schedule::KernelProvider;
 use skainet_schedule::ShapeError;
@@ -305,12 +305,7 @@ fn causal_is_bottom_right_aligned() {
 fn every_available_variant_gives_the_portable_bits() {
     let registry = cpu_kernels();
     let portable = KernelConfig::new(registry.find("portable").expect("always registered"));
-    let variants: Vec<_> = registry
-        .providers()
-        .iter()
-        .filter(|p| p.is_available())
-        .cloned()
-        .collect();
+    let variants = available_variants();
     assert!(variants.iter().any(|p| p.name() == "portable"));
     for (hd, sq, sk) in [
         (64, 64, 130),
@@ -888,13 +883,7 @@ fn a_decode_row_has_the_bits_of_that_row_inside_a_prefill_block() {
     // Five query rows go through the packed key tiles (one block of four, one row on its
     // own); a single row reads the keys in place. Both must give each row the same bits, in
     // every variant and mode, on ragged head dims and key counts past several tiles.
-    let registry = cpu_kernels();
-    let variants: Vec<_> = registry
-        .providers()
-        .iter()
-        .filter(|p| p.is_available())
-        .cloned()
-        .collect();
+    let variants = available_variants();
     for (hd, sk) in [(64, 300), (13, 17), (8, 129), (3, 9), (80, 700)] {
         let q = uniform(&[1, 1, 5, hd], 11);
         let k = uniform(&[1, 1, sk, hd], 12);
@@ -973,12 +962,7 @@ fn stacked_decode_rows_of_groups_of_three_and_five_have_one_heads_bits_in_every_
     // Groups of 3 (SmolLM2's 9 over 3) and 5 go as one block of rows below four, or a block of
     // four and one row: each row must equal its head computed alone, in every compiled variant
     // and both modes.
-    let variants: Vec<_> = cpu_kernels()
-        .providers()
-        .iter()
-        .filter(|p| p.is_available())
-        .cloned()
-        .collect();
+    let variants = available_variants();
     let sk = 300;
     for (heads, kv_heads) in [(9, 3), (10, 2)] {
         for hd in [13, 64] {

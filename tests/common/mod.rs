@@ -11,6 +11,17 @@ use skainet_schedule::{
     scaled_dot_product_attention_with, KernelConfig, SdpaOptions, Tensor, TensorView,
 };
 use skainet_schedule::{Chunks, Schedule, TraceEvent, TraceSinkRef};
+use skainet_schedule::{CpuKernels, KernelProvider};
+
+/// Every compiled variant of the kernels this CPU can run (portable always among them).
+pub fn available_variants() -> Vec<Arc<CpuKernels>> {
+    skainet_schedule::cpu_kernels()
+        .providers()
+        .iter()
+        .filter(|p| p.is_available())
+        .cloned()
+        .collect()
+}
 
 /// The order in which [`OutOfOrder`] hands out chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
