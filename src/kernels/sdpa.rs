@@ -1,7 +1,7 @@
 //! Scaled dot-product attention with grouped K/V heads, scheduled over (batch, head) units.
 
 use super::config::KernelConfig;
-use super::error::scratch;
+use super::error::ReusedScratch;
 use super::loops::attend::{scratch_len, Head};
 use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
@@ -64,7 +64,8 @@ pub struct SdpaOptions {
 ///   other stride is free.
 /// * Arithmetic: keys go in tiles of a fixed size counted from key 0, with an online softmax
 ///   (a running max and sum per row), so the scratch per task is bounded by the tile and the
-///   head dimension, not by `Sk`. Each score is one chain of multiply-adds over the head
+///   head dimension, not by `Sk`; with `std` each thread keeps that scratch (up to 1 MiB) for
+///   its next call rather than allocating it per call. Each score is one chain of multiply-adds over the head
 ///   dimension in increasing order, and each output element a chain over the keys in
 ///   increasing order — in [`Precision::Portable`] (the default) each step rounds twice and the
 ///   bits are the same on every target and variant; in [`Precision::Native`] (through
@@ -178,7 +179,9 @@ pub fn scaled_dot_product_attention_with<'a>(
         sq * hd,
         work,
         &|units, chunk| {
-            let mut scores = scratch("sdpa", scratch_len(hd))?;
+            // Attention reads only scratch it wrote for the same head (a padded key column is
+            // zeroed when packed), so the thread's buffer from its last call serves as is.
+            let mut scores = ReusedScratch::take("sdpa", scratch_len(hd))?;
             let mut unit = units.start;
             let mut chunk = chunk;
             while unit < units.end {

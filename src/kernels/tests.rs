@@ -391,3 +391,69 @@ fn avx2_fma_primitives_give_the_scalar_bits_and_fuse_where_detected() {
     s.store(s.mul_add(acc, s.splat(x), s.splat(x)), &mut out);
     assert_eq!(out, [0.0; LANES]);
 }
+
+/// Attention's output for each registered variant and precision, run on this thread after its
+/// reused scratch was filled with `poison`.
+#[cfg(feature = "std")]
+fn sdpa_after_poison(
+    poison: f32,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    options: &SdpaOptions,
+) -> Vec<Vec<u32>> {
+    let mut outs = Vec::new();
+    for variant in registered() {
+        for precision in [Precision::Portable, Precision::Native] {
+            let config = KernelConfig::new(Arc::clone(&variant)).with_precision(precision);
+            let len = super::loops::attend::scratch_len(q.shape()[3]);
+            super::error::poison_reused_scratch(len, poison);
+            let out = scaled_dot_product_attention_with(
+                &config,
+                q,
+                k,
+                v,
+                mask.map(Tensor::view),
+                options,
+                &Sequential,
+            )
+            .unwrap();
+            outs.push(out.to_bits());
+        }
+    }
+    outs
+}
+
+#[test]
+#[cfg(feature = "std")]
+fn sdpa_bits_do_not_depend_on_what_the_threads_reused_scratch_held() {
+    // Two key tiles (128 + 5 keys), a four-row block and a lone row, a ragged head dim, and a
+    // masked and causal grouped prefill; then a grouped decode step (stacked rows).
+    let (sq, sk, hd) = (5, 133, 13);
+    let q = tensor(&[1, 4, sq, hd], 21);
+    let k = tensor(&[1, 2, sk, hd], 22);
+    let v = tensor(&[1, 2, sk, hd], 23);
+    let mask = sparse_mask(sq, sk, 5, 2);
+    let options = SdpaOptions {
+        scale: Some(0.3),
+        causal: true,
+    };
+    let q1 = tensor(&[1, 4, 1, hd], 24);
+    let clean = [
+        sdpa_after_poison(0.0, &q, &k, &v, Some(&mask), &options),
+        sdpa_after_poison(0.0, &q1, &k, &v, None, &options),
+    ];
+    for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -1.5] {
+        assert_eq!(
+            sdpa_after_poison(poison, &q, &k, &v, Some(&mask), &options),
+            clean[0],
+            "prefill after {poison}"
+        );
+        assert_eq!(
+            sdpa_after_poison(poison, &q1, &k, &v, None, &options),
+            clean[1],
+            "decode after {poison}"
+        );
+    }
+}
