@@ -4,9 +4,11 @@
 //! 16-lane (AVX-512) accumulators — more than the latency of either times its throughput — with
 //! no memory traffic. Criterion's throughput is in multiply-adds (elements) per second; the
 //! matmul bench divided by it is the kernels' share of the core's peak. `read_bandwidth` streams
-//! 128 MiB once per iteration (bytes per second): the ceiling of the one-row products. Inline assembly: the
-//! compiler would hoist or merge the loop-invariant products of intrinsics, and AVX-512's
-//! intrinsics are newer than the crate's minimum Rust.
+//! 128 MiB once per iteration (bytes per second): the ceiling of the one-row products; its
+//! `sum_256MiB` streams 256 MiB, the reference for reads of that size (a 256 MiB decode step):
+//! the 32 MiB L3 serves part of a smaller stream. `cargo bench --bench peak -- read_bandwidth`.
+//! Inline assembly: the compiler would hoist or merge the loop-invariant products of
+//! intrinsics, and AVX-512's intrinsics are newer than the crate's minimum Rust.
 //! `cargo bench --bench peak`.
 
 use std::time::Duration;
@@ -183,6 +185,9 @@ mod x86_512 {
 /// Bytes the read-bandwidth bench streams: 128 MiB, far above the last-level cache, like a
 /// decode step's vocabulary projection (113 MB).
 const STREAM_BYTES: usize = 128 << 20;
+/// The larger stream, `sum_256MiB`: a 256 MiB read (a decode step over 256 MiB of K and V) is
+/// measured against a stream of its own size.
+const LARGE_STREAM_BYTES: usize = 256 << 20;
 
 /// The sum of `xs` over four independent 8-lane accumulators (AVX2), named so they stay in
 /// registers: one core's read bandwidth from memory, what the one-row products are measured
@@ -212,6 +217,19 @@ unsafe fn stream_sum(xs: &[f32]) -> f32 {
     // SAFETY: `out` holds 8 values.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
     out.iter().sum()
+}
+
+/// The sum of `xs` by two cores at once, each streaming its half (AVX2 must have been detected).
+#[cfg(target_arch = "x86_64")]
+fn two_cores(xs: &[f32]) -> f32 {
+    let (front, back) = xs.split_at(xs.len() / 2);
+    std::thread::scope(|scope| {
+        // SAFETY: the caller detected AVX2; the thread reads its own half.
+        let other = scope.spawn(|| unsafe { stream_sum(back) });
+        // SAFETY: as above, for the caller's half.
+        let mine = unsafe { stream_sum(front) };
+        mine + other.join().unwrap_or(0.0)
+    })
 }
 
 fn bench(c: &mut Criterion) {
@@ -248,6 +266,9 @@ fn bench(c: &mut Criterion) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         let xs: Vec<f32> = (0..STREAM_BYTES / 4).map(|i| (i % 7) as f32).collect();
+        let large: Vec<f32> = (0..LARGE_STREAM_BYTES / 4)
+            .map(|i| (i % 7) as f32)
+            .collect();
         let mut group = c.benchmark_group("peak/read_bandwidth_one_core");
         group
             .sample_size(10)
@@ -256,6 +277,9 @@ fn bench(c: &mut Criterion) {
             .throughput(Throughput::Bytes(STREAM_BYTES as u64));
         // SAFETY: AVX2 was detected just above.
         group.bench_function("sum", |b| b.iter(|| unsafe { stream_sum(&xs) }));
+        group.throughput(Throughput::Bytes(LARGE_STREAM_BYTES as u64));
+        // SAFETY: as above.
+        group.bench_function("sum_256MiB", |b| b.iter(|| unsafe { stream_sum(&large) }));
         group.finish();
         // Both cores at once, each streaming its half, in scoped threads started per call (a
         // few tens of microseconds against milliseconds of streaming): what the two-task
@@ -266,18 +290,9 @@ fn bench(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(2))
             .throughput(Throughput::Bytes(STREAM_BYTES as u64));
-        let (front, back) = xs.split_at(xs.len() / 2);
-        group.bench_function("sum", |b| {
-            b.iter(|| {
-                std::thread::scope(|scope| {
-                    // SAFETY: AVX2 was detected above; the thread reads its own half.
-                    let other = scope.spawn(|| unsafe { stream_sum(back) });
-                    // SAFETY: as above, for the caller's half.
-                    let mine = unsafe { stream_sum(front) };
-                    mine + other.join().unwrap_or(0.0)
-                })
-            })
-        });
+        group.bench_function("sum", |b| b.iter(|| two_cores(&xs)));
+        group.throughput(Throughput::Bytes(LARGE_STREAM_BYTES as u64));
+        group.bench_function("sum_256MiB", |b| b.iter(|| two_cores(&large)));
         group.finish();
     }
 }

@@ -9,9 +9,13 @@
 //! multiply-adds (`2·Sq·Sk·hd` per head, the causal keys it hides included, as the kernel's
 //! work threshold counts them), so its throughput over `peak/one_core/{mul_add,fma}` is the share
 //! of one core's peak; `sdpa_decode/sq1_hd64_sk{Sk}/{portable,native}` counts the bytes of K and V
-//! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`;
+//! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`:
+//! its `sum` (128 MiB) for `sk16384` (64 MiB), its `sum_256MiB` for `sk65536` (256 MiB: each
+//! size has a stream of its own size, since the 32 MiB L3 serves part of a smaller one);
 //! `sdpa_decode_gqa/sq1_hd64_h32_kv8_sk16384/{portable,native}` the same with four query heads
-//! per K/V head.
+//! per K/V head (`..._sk512`: 2 MiB, in cache, the arithmetic's ceiling). Each decode group
+//! also holds `stream`, a plain sum over the same K and V buffers in the same run: the ratio to
+//! it is the one to read, with the noise of the minutes it ran in.
 //! Both run under `Sequential`, one core. `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
 //! (mode `portable` or `native`, schedule `sequential` or `hardware`) is the grid's prefill
 //! half in both modes, to hold against another library (XLA).
@@ -219,6 +223,51 @@ fn bench_modes(c: &mut Criterion) {
     }
 }
 
+/// The sum of a tensor's values: one pass over its bytes, the read a decode step cannot beat
+/// (AVX2 where the CPU has it, as `benches/peak.rs` streams; the portable loop reads slower).
+fn stream_sum(t: &Tensor) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected just above.
+        return unsafe { stream_sum_avx2(t.data()) };
+    }
+    let mut acc = [0.0f32; 16];
+    for chunk in t.data().chunks_exact(16) {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a += x;
+        }
+    }
+    acc.iter().sum()
+}
+
+/// `benches/peak.rs`'s stream: four independent 8-lane sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_sum_avx2(xs: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let (mut a0, mut a1, mut a2, mut a3) = (
+        _mm256_setzero_ps(),
+        _mm256_setzero_ps(),
+        _mm256_setzero_ps(),
+        _mm256_setzero_ps(),
+    );
+    for block in xs.chunks_exact(32) {
+        let p = block.as_ptr();
+        // SAFETY: `block` holds 32 values: the four 8-value loads stay inside it.
+        unsafe {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p.add(8)));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p.add(16)));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p.add(24)));
+        }
+    }
+    let total = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    let mut out = [0.0f32; 8];
+    // SAFETY: `out` holds 8 values.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
+    out.iter().sum()
+}
+
 /// A decode step (Sq = 1) over 8 heads of K and V larger than the last-level cache, under
 /// `Sequential`: bytes of K and V per second, against one core's read bandwidth.
 fn bench_decode(c: &mut Criterion) {
@@ -237,6 +286,9 @@ fn bench_decode(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(2))
             .throughput(Throughput::Bytes((2 * heads * sk * HD * 4) as u64));
+        group.bench_function("stream", |bench| {
+            bench.iter(|| stream_sum(black_box(&k)) + stream_sum(black_box(&v)))
+        });
         for (name, config) in &modes() {
             group.bench_function(*name, |bench| {
                 bench.iter(|| {
@@ -259,41 +311,47 @@ fn bench_decode(c: &mut Criterion) {
 
 /// A grouped-query decode step (Sq = 1, 32 query heads on 8 K/V heads) over K and V of
 /// 64 MiB, under `Sequential`: bytes of K and V per second (each read once at best), against
-/// one core's read bandwidth.
+/// one core's read bandwidth. Also over 2 MiB (`sk512`, inside the last-level cache): the
+/// arithmetic's own rate, the ceiling the 64 MiB step cannot pass whatever its reads.
 fn bench_decode_gqa(c: &mut Criterion) {
     let options = SdpaOptions {
         scale: None,
         causal: true,
     };
-    let (heads, kv_heads, sk) = (32, 8, 16_384);
-    let q = tensor(vec![1, heads, 1, HD], 1);
-    let k = tensor(vec![1, kv_heads, sk, HD], 2);
-    let v = tensor(vec![1, kv_heads, sk, HD], 3);
-    let mut group = c.benchmark_group(format!(
-        "sdpa_decode_gqa/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}"
-    ));
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2))
-        .throughput(Throughput::Bytes((2 * kv_heads * sk * HD * 4) as u64));
-    for (name, config) in &modes() {
-        group.bench_function(*name, |bench| {
-            bench.iter(|| {
-                scaled_dot_product_attention_with(
-                    config,
-                    black_box(&q),
-                    black_box(&k),
-                    black_box(&v),
-                    None,
-                    &options,
-                    &Sequential,
-                )
-                .expect("valid shapes")
-            })
+    let (heads, kv_heads) = (32, 8);
+    for sk in [512usize, 16_384] {
+        let q = tensor(vec![1, heads, 1, HD], 1);
+        let k = tensor(vec![1, kv_heads, sk, HD], 2);
+        let v = tensor(vec![1, kv_heads, sk, HD], 3);
+        let mut group = c.benchmark_group(format!(
+            "sdpa_decode_gqa/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}"
+        ));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(2))
+            .throughput(Throughput::Bytes((2 * kv_heads * sk * HD * 4) as u64));
+        group.bench_function("stream", |bench| {
+            bench.iter(|| stream_sum(black_box(&k)) + stream_sum(black_box(&v)))
         });
+        for (name, config) in &modes() {
+            group.bench_function(*name, |bench| {
+                bench.iter(|| {
+                    scaled_dot_product_attention_with(
+                        config,
+                        black_box(&q),
+                        black_box(&k),
+                        black_box(&v),
+                        None,
+                        &options,
+                        &Sequential,
+                    )
+                    .expect("valid shapes")
+                })
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 criterion_group!(
