@@ -362,6 +362,17 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
                 }
                 col += 64;
             }
+            // The rest in whole 16s on the wide kernel where it has them (the native mode):
+            // the columns up to the next 16 (at most KEY_TILE, a multiple of 16) are computed
+            // from whatever the tile holds there and never read.
+            let rest = cols.next_multiple_of(16) - col;
+            if rest > 0 && rest <= 64 {
+                let (kt, c) = (&kt[col..], &mut out[col..]);
+                if wide.block_4x16n_from_zero(rest / 16, q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE)
+                {
+                    col = cols;
+                }
+            }
             while col + 2 * LANES <= cols {
                 scores_block::<S, M, ROWS, 2>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
                 col += 2 * LANES;
