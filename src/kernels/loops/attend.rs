@@ -144,7 +144,13 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             alpha: [1.0; GROUP],
             counts: [0; GROUP],
         };
-        pack_queries(h, g0, rows, qt);
+        // The native mode's wide kernel reads the queries in place; else they are packed once
+        // per group, here or at the first block that kernel refuses.
+        let mut packed = false;
+        if !wide.scores_in_place() {
+            pack_queries(h, g0, rows, qt);
+            packed = true;
+        }
         let seen = h.visible(g0 + rows - 1);
         let mut t0 = 0;
         while t0 < seen {
@@ -174,7 +180,8 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                     g0,
                     rows,
                     counts: &state.counts,
-                    qt,
+                    qt: &mut *qt,
+                    packed: &mut packed,
                     kt,
                     scores,
                 });
@@ -324,7 +331,9 @@ struct Scores<'a, 'h, M, W> {
     g0: usize,
     rows: usize,
     counts: &'a [usize; GROUP],
-    qt: &'a [f32],
+    qt: &'a mut [f32],
+    /// Whether `qt` holds the group's packed queries (else they are read in place).
+    packed: &'a mut bool,
     kt: &'a [f32],
     scores: &'a mut [f32],
 }
@@ -342,6 +351,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             rows,
             counts,
             qt,
+            packed,
             kt,
             scores,
         } = self;
@@ -351,8 +361,17 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             // The last row of a block sees the most keys; the columns the others do not see
             // are computed and never read.
             let cols = counts[b * ROWS + ROWS - 1].next_multiple_of(LANES);
-            let q = &qt[b * ROWS * hd..(b + 1) * ROWS * hd];
             let out = &mut scores[b * ROWS * KEY_TILE..(b + 1) * ROWS * KEY_TILE];
+            if !*packed {
+                let row0 = g0 + b * ROWS;
+                let q = &h.q[row0 * hd..(row0 + ROWS) * hd];
+                if scores_in_place(wide, q, hd, kt, cols, out) {
+                    continue;
+                }
+                pack_queries(h, g0, rows, qt);
+                *packed = true;
+            }
+            let q = &qt[b * ROWS * hd..(b + 1) * ROWS * hd];
             let mut col = 0;
             while col + 64 <= cols {
                 // From zero, as the 8-lane kernel starts its chains.
@@ -361,17 +380,6 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
                     break;
                 }
                 col += 64;
-            }
-            // The rest in whole 16s on the wide kernel where it has them (the native mode):
-            // the columns up to the next 16 (at most KEY_TILE, a multiple of 16) are computed
-            // from whatever the tile holds there and never read.
-            let rest = cols.next_multiple_of(16) - col;
-            if rest > 0 && rest <= 64 {
-                let (kt, c) = (&kt[col..], &mut out[col..]);
-                if wide.block_4x16n_from_zero(rest / 16, q, ROWS, 1, kt, KEY_TILE, hd, c, KEY_TILE)
-                {
-                    col = cols;
-                }
             }
             while col + 2 * LANES <= cols {
                 scores_block::<S, M, ROWS, 2>(s, mode, q, kt, KEY_TILE, col, out, KEY_TILE);
@@ -396,6 +404,32 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             }
         }
     }
+}
+
+/// A block's scores over its first `cols` columns on the wide kernel, the queries read in
+/// place (`q`: the block's [`ROWS`] rows); `false` where the kernel refused. The columns up to
+/// the next 16 (at most [`KEY_TILE`], a multiple of 16) are computed from whatever the tile
+/// holds there and never read.
+#[inline(always)]
+fn scores_in_place<W: Wide>(
+    wide: W,
+    q: &[f32],
+    hd: usize,
+    kt: &[f32],
+    cols: usize,
+    out: &mut [f32],
+) -> bool {
+    let end = cols.next_multiple_of(16);
+    let mut col = 0;
+    while col < end {
+        let chunks = ((end - col) / 16).min(4);
+        let (kt, c) = (&kt[col..], &mut out[col..]);
+        if !wide.block_4x16n_from_zero(chunks, q, 1, hd, kt, KEY_TILE, hd, c, KEY_TILE) {
+            return false;
+        }
+        col += 16 * chunks;
+    }
+    true
 }
 
 /// The raw dot products of each of a decode group's rows with the tile's keys it sees,

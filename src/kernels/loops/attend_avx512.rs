@@ -68,6 +68,11 @@ pub(crate) trait Wide: Copy {
         c_row: usize,
     ) -> bool;
 
+    /// Whether [`block_4x16n_from_zero`](Self::block_4x16n_from_zero) serves every width
+    /// (the native mode's kernel): then the score phase reads the queries in place, with no
+    /// packed copy (a block's `a_step` 1 and `a_row` the head dimension).
+    fn scores_in_place(self) -> bool;
+
     /// Packs the first `16·⌊n/16⌋` keys of `keys` (`hd` values each) transposed,
     /// `kt[d·kt_stride + j] = keys[j·hd + d]`, in 16 × 16 blocks; returns how many keys it
     /// packed (0, having done nothing, where it has no such kernel, `hd` is not a multiple of
@@ -139,6 +144,11 @@ impl Wide for Narrow {
         _: &mut [f32],
         _: usize,
     ) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn scores_in_place(self) -> bool {
         false
     }
 
@@ -842,6 +852,11 @@ impl Wide for Avx512Attend {
             )
         }
         chunks * 16
+    }
+
+    #[inline(always)]
+    fn scores_in_place(self) -> bool {
+        matches!(self.step, Step::Fused)
     }
 
     #[inline(always)]
