@@ -36,7 +36,7 @@ pub(crate) mod wide;
 use self::wide::Wide;
 use super::exp::exp;
 use super::lanes::{scale_mask_max, scores_block, sum_from, weigh_rows};
-use super::simd::{prefetch, prefetch_l2, MulAdd, Phase, Simd, LANES};
+use super::simd::{prefetch_l2, MulAdd, Phase, Simd, LANES};
 
 /// Query rows that share each key and value load.
 pub(crate) const ROWS: usize = 4;
@@ -174,6 +174,8 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             } else {
                 s.outlined(PackKeys { wide, h, t0, n, kt });
                 s.outlined(Scores {
+                    t0,
+                    n,
                     mode,
                     wide,
                     h,
@@ -273,29 +275,14 @@ impl<S: Simd, W: Wide> Phase<S> for PackKeys<'_, '_, W> {
         let padded = n.next_multiple_of(LANES);
         let keys = &h.k[t0 * hd..(t0 + n) * hd];
         let (whole, dims) = (n - n % LANES, hd - hd % LANES);
-        // 8 × 8 blocks through registers, then the ragged edges one value at a time.
-        // The tile's values (read by the weighted sum next) and the next tile's keys.
-        let values = &h.v[t0 * hd..(t0 + n) * hd];
-        let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
         // Whole blocks of 16 keys on the wide kernel where there is one (the same values),
-        // a block at a time so that the requests for the tile's values and the next tile's
-        // keys go out spread over the packing, as the 8 × 8 blocks' do: without them a tile
-        // of keys far beyond the caches (64 Ki keys) arrived late, 15 % below short ones.
-        let mut done = 0;
-        while done + 16 <= n {
-            let block = done * hd..(done + 16) * hd;
-            let did = wide.pack_keys(&keys[block.clone()], hd, 16, &mut kt[done..], KEY_TILE);
-            if did == 0 {
-                break;
-            }
-            prefetch(&values[block.clone()]);
-            prefetch(next.get(block).unwrap_or(&[]));
-            done += did;
-        }
+        // else 8 × 8 blocks through registers, then the ragged edges one value at a time. The
+        // tile's values and the next tile's keys are requested by the phases after this one
+        // ([`Scores`], [`Weigh`]), spread over their arithmetic: issued here, in a burst beside
+        // the packing's own reads, they held it up (Sk 1024 to 64 Ki 3–12 % slower).
+        let done = wide.pack_keys(keys, hd, n, kt, KEY_TILE);
         for j in (done..whole).step_by(LANES) {
             let block = &keys[j * hd..(j + LANES) * hd];
-            prefetch(&values[j * hd..(j + LANES) * hd]);
-            prefetch(next.get(j * hd..(j + LANES) * hd).unwrap_or(&[]));
             for d in (0..dims).step_by(LANES) {
                 let rows: [S::V; LANES] =
                     core::array::from_fn(|r| s.load(&block[r * hd + d..r * hd + d + LANES]));
@@ -325,6 +312,9 @@ impl<S: Simd, W: Wide> Phase<S> for PackKeys<'_, '_, W> {
 /// The raw dot products of the group's rows with the tile's keys that each row's block sees,
 /// into `scores[r · KEY_TILE + j]`.
 struct Scores<'a, 'h, M, W> {
+    /// The tile's first key and its number of keys (whose values this phase requests).
+    t0: usize,
+    n: usize,
     mode: M,
     wide: W,
     h: &'a Head<'h>,
@@ -344,6 +334,8 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
+            t0,
+            n,
             mode,
             wide,
             h,
@@ -357,7 +349,12 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
         } = self;
         let hd = h.hd;
         let blocks = rows / ROWS;
+        // The tile's values, read by the weighted sum next, requested a part per block.
+        let values = &h.v[t0 * hd..(t0 + n) * hd];
+        let part = values.len().div_ceil(blocks.max(1)).next_multiple_of(16);
         for b in 0..blocks {
+            let at = (b * part).min(values.len());
+            request(&values[at..(at + part).min(values.len())]);
             // The last row of a block sees the most keys; the columns the others do not see
             // are computed and never read.
             let cols = counts[b * ROWS + ROWS - 1].next_multiple_of(LANES);
@@ -767,8 +764,17 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
         let hd = h.hd;
         let v = &h.v[t0 * hd..];
         rescale(group, hd, rows, state);
+        // The next tile's keys, requested a part per block of rows for the next packing.
+        let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
+        let next = &next[..next.len().min(KEY_TILE * hd)];
+        let part = next
+            .len()
+            .div_ceil(rows.div_ceil(ROWS))
+            .next_multiple_of(16);
         let mut r0 = 0;
         while r0 < rows {
+            let at = (r0 / ROWS * part).min(next.len());
+            request(&next[at..(at + part).min(next.len())]);
             let block = ROWS.min(rows - r0);
             let counts = &state.counts[r0..r0 + block];
             // The keys every row of a full block weighs share their loads; the rest go row by
