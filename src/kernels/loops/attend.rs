@@ -101,7 +101,13 @@ impl Head<'_> {
 pub(crate) fn scratch_len(hd: usize) -> usize {
     hd.saturating_mul(KEY_TILE + GROUP)
         .saturating_add(GROUP * KEY_TILE)
+        .saturating_add(ALIGN)
 }
+
+/// Values of slack at the start of the scratch, so that the tiles can start on a 64-byte line:
+/// every part is a multiple of 16 values long, so then every 16-value chunk the kernels load
+/// and store lies in one cache line.
+const ALIGN: usize = 16;
 
 /// The running softmax state of a group's rows.
 struct Rows {
@@ -130,6 +136,11 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
     if hd == 0 {
         return;
     }
+    let skip = match scratch.as_ptr().align_offset(64) {
+        at if at < ALIGN => at,
+        _ => 0,
+    };
+    let scratch = &mut scratch[skip..];
     let (kt, rest) = scratch.split_at_mut(hd * KEY_TILE);
     let (qt, scores) = rest.split_at_mut(hd * GROUP);
     let scores = &mut scores[..GROUP * KEY_TILE];
