@@ -17,7 +17,9 @@
 //! and at the end `o / l`. So a unit needs scratch for one tile, not for all `Sk` keys. A row's
 //! arithmetic depends on nothing but its own inputs and the constants — not on which rows
 //! share a block, nor which units share a task — so every schedule and every backend gets the
-//! same bits in the portable mode; the native mode fuses the multiply-adds of steps 1 and 3.
+//! same bits in the portable mode; the native mode fuses the multiply-adds of steps 1 and 3
+//! and, on the AVX-512 kernel, evaluates step 2's `exp` in fused steps of its own (within
+//! 3·10⁻⁷ of the true value) and reads the queries in place.
 //!
 //! The loop nest only decides what is loaded when: rows go in groups of [`GROUP`] whose queries
 //! are packed once; each key tile is packed transposed once per group and used by every block
@@ -36,7 +38,7 @@ pub(crate) mod wide;
 use self::wide::Wide;
 use super::exp::exp;
 use super::lanes::{scale_mask_max, scores_block, sum_from, weigh_rows};
-use super::simd::{prefetch, prefetch_l2, MulAdd, Phase, Simd, LANES};
+use super::simd::{prefetch_l2, MulAdd, Phase, Simd, LANES};
 
 /// Query rows that share each key and value load.
 pub(crate) const ROWS: usize = 4;
@@ -101,7 +103,13 @@ impl Head<'_> {
 pub(crate) fn scratch_len(hd: usize) -> usize {
     hd.saturating_mul(KEY_TILE + GROUP)
         .saturating_add(GROUP * KEY_TILE)
+        .saturating_add(ALIGN)
 }
+
+/// Values of slack at the start of the scratch, so that the tiles can start on a 64-byte line:
+/// every part is a multiple of 16 values long, so then every 16-value chunk the kernels load
+/// and store lies in one cache line.
+const ALIGN: usize = 16;
 
 /// The running softmax state of a group's rows.
 struct Rows {
@@ -130,6 +138,11 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
     if hd == 0 {
         return;
     }
+    let skip = match scratch.as_ptr().align_offset(64) {
+        at if at < ALIGN => at,
+        _ => 0,
+    };
+    let scratch = &mut scratch[skip..];
     let (kt, rest) = scratch.split_at_mut(hd * KEY_TILE);
     let (qt, scores) = rest.split_at_mut(hd * GROUP);
     let scores = &mut scores[..GROUP * KEY_TILE];
@@ -144,7 +157,13 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             alpha: [1.0; GROUP],
             counts: [0; GROUP],
         };
-        pack_queries(h, g0, rows, qt);
+        // The native mode's wide kernel reads the queries in place; else they are packed once
+        // per group, here or at the first block that kernel refuses.
+        let mut packed = false;
+        if !wide.scores_in_place() {
+            pack_queries(h, g0, rows, qt);
+            packed = true;
+        }
         let seen = h.visible(g0 + rows - 1);
         let mut t0 = 0;
         while t0 < seen {
@@ -168,13 +187,16 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             } else {
                 s.outlined(PackKeys { wide, h, t0, n, kt });
                 s.outlined(Scores {
+                    t0,
+                    n,
                     mode,
                     wide,
                     h,
                     g0,
                     rows,
                     counts: &state.counts,
-                    qt,
+                    qt: &mut *qt,
+                    packed: &mut packed,
                     kt,
                     scores,
                 });
@@ -266,29 +288,14 @@ impl<S: Simd, W: Wide> Phase<S> for PackKeys<'_, '_, W> {
         let padded = n.next_multiple_of(LANES);
         let keys = &h.k[t0 * hd..(t0 + n) * hd];
         let (whole, dims) = (n - n % LANES, hd - hd % LANES);
-        // 8 × 8 blocks through registers, then the ragged edges one value at a time.
-        // The tile's values (read by the weighted sum next) and the next tile's keys.
-        let values = &h.v[t0 * hd..(t0 + n) * hd];
-        let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
         // Whole blocks of 16 keys on the wide kernel where there is one (the same values),
-        // a block at a time so that the requests for the tile's values and the next tile's
-        // keys go out spread over the packing, as the 8 × 8 blocks' do: without them a tile
-        // of keys far beyond the caches (64 Ki keys) arrived late, 15 % below short ones.
-        let mut done = 0;
-        while done + 16 <= n {
-            let block = done * hd..(done + 16) * hd;
-            let did = wide.pack_keys(&keys[block.clone()], hd, 16, &mut kt[done..], KEY_TILE);
-            if did == 0 {
-                break;
-            }
-            prefetch(&values[block.clone()]);
-            prefetch(next.get(block).unwrap_or(&[]));
-            done += did;
-        }
+        // else 8 × 8 blocks through registers, then the ragged edges one value at a time. The
+        // tile's values and the next tile's keys are requested by the phases after this one
+        // ([`Scores`], [`Weigh`]), spread over their arithmetic: issued here, in a burst beside
+        // the packing's own reads, they held it up (Sk 1024 to 64 Ki 3–12 % slower).
+        let done = wide.pack_keys(keys, hd, n, kt, KEY_TILE);
         for j in (done..whole).step_by(LANES) {
             let block = &keys[j * hd..(j + LANES) * hd];
-            prefetch(&values[j * hd..(j + LANES) * hd]);
-            prefetch(next.get(j * hd..(j + LANES) * hd).unwrap_or(&[]));
             for d in (0..dims).step_by(LANES) {
                 let rows: [S::V; LANES] =
                     core::array::from_fn(|r| s.load(&block[r * hd + d..r * hd + d + LANES]));
@@ -318,13 +325,18 @@ impl<S: Simd, W: Wide> Phase<S> for PackKeys<'_, '_, W> {
 /// The raw dot products of the group's rows with the tile's keys that each row's block sees,
 /// into `scores[r · KEY_TILE + j]`.
 struct Scores<'a, 'h, M, W> {
+    /// The tile's first key and its number of keys (whose values this phase requests).
+    t0: usize,
+    n: usize,
     mode: M,
     wide: W,
     h: &'a Head<'h>,
     g0: usize,
     rows: usize,
     counts: &'a [usize; GROUP],
-    qt: &'a [f32],
+    qt: &'a mut [f32],
+    /// Whether `qt` holds the group's packed queries (else they are read in place).
+    packed: &'a mut bool,
     kt: &'a [f32],
     scores: &'a mut [f32],
 }
@@ -335,6 +347,8 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
+            t0,
+            n,
             mode,
             wide,
             h,
@@ -342,17 +356,32 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             rows,
             counts,
             qt,
+            packed,
             kt,
             scores,
         } = self;
         let hd = h.hd;
         let blocks = rows / ROWS;
+        // The tile's values, read by the weighted sum next, requested a part per block.
+        let values = &h.v[t0 * hd..(t0 + n) * hd];
+        let part = values.len().div_ceil(blocks.max(1)).next_multiple_of(16);
         for b in 0..blocks {
+            let at = (b * part).min(values.len());
+            request(&values[at..(at + part).min(values.len())]);
             // The last row of a block sees the most keys; the columns the others do not see
             // are computed and never read.
             let cols = counts[b * ROWS + ROWS - 1].next_multiple_of(LANES);
-            let q = &qt[b * ROWS * hd..(b + 1) * ROWS * hd];
             let out = &mut scores[b * ROWS * KEY_TILE..(b + 1) * ROWS * KEY_TILE];
+            if !*packed {
+                let row0 = g0 + b * ROWS;
+                let q = &h.q[row0 * hd..(row0 + ROWS) * hd];
+                if scores_in_place(wide, q, hd, kt, cols, out) {
+                    continue;
+                }
+                pack_queries(h, g0, rows, qt);
+                *packed = true;
+            }
+            let q = &qt[b * ROWS * hd..(b + 1) * ROWS * hd];
             let mut col = 0;
             while col + 64 <= cols {
                 // From zero, as the 8-lane kernel starts its chains.
@@ -385,6 +414,32 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
             }
         }
     }
+}
+
+/// A block's scores over its first `cols` columns on the wide kernel, the queries read in
+/// place (`q`: the block's [`ROWS`] rows); `false` where the kernel refused. The columns up to
+/// the next 16 (at most [`KEY_TILE`], a multiple of 16) are computed from whatever the tile
+/// holds there and never read.
+#[inline(always)]
+fn scores_in_place<W: Wide>(
+    wide: W,
+    q: &[f32],
+    hd: usize,
+    kt: &[f32],
+    cols: usize,
+    out: &mut [f32],
+) -> bool {
+    let end = cols.next_multiple_of(16);
+    let mut col = 0;
+    while col < end {
+        let chunks = ((end - col) / 16).min(4);
+        let (kt, c) = (&kt[col..], &mut out[col..]);
+        if !wide.block_4x16n_from_zero(chunks, q, 1, hd, kt, KEY_TILE, hd, c, KEY_TILE) {
+            return false;
+        }
+        col += 16 * chunks;
+    }
+    true
 }
 
 /// The raw dot products of each of a decode group's rows with the tile's keys it sees,
@@ -722,8 +777,17 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
         let hd = h.hd;
         let v = &h.v[t0 * hd..];
         rescale(group, hd, rows, state);
+        // The next tile's keys, requested a part per block of rows for the next packing.
+        let next = h.k.get((t0 + KEY_TILE) * hd..).unwrap_or(&[]);
+        let next = &next[..next.len().min(KEY_TILE * hd)];
+        let part = next
+            .len()
+            .div_ceil(rows.div_ceil(ROWS))
+            .next_multiple_of(16);
         let mut r0 = 0;
         while r0 < rows {
+            let at = (r0 / ROWS * part).min(next.len());
+            request(&next[at..(at + part).min(next.len())]);
             let block = ROWS.min(rows - r0);
             let counts = &state.counts[r0..r0 + block];
             // The keys every row of a full block weighs share their loads; the rest go row by

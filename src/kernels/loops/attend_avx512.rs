@@ -9,7 +9,10 @@
 //! bits are those of every other backend in the same mode; only 64 columns run at once.
 //!
 //! The softmax's `exp(s - max)` runs 16 lanes at a time here too ([`Wide::exp_shifted`]):
-//! the operations of the portable `exp`, one instruction each, in its order, never fused.
+//! in the portable mode the operations of the portable `exp`, one instruction each, in its
+//! order, never fused; in the native mode a shorter fused evaluation ending in `vscalefps`
+//! (`exp_shifted_fused`), masked over a row's last partial chunk, so that no value of a row
+//! is left to the scalar `exp`.
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 use super::super::gemm_avx512::Step;
@@ -47,6 +50,29 @@ pub(crate) trait Wide: Copy {
         c_row: usize,
     ) -> bool;
 
+    /// [`block_4x64_from_zero`](Self::block_4x64_from_zero) over the first `16·chunks`
+    /// columns only, `chunks` in `1..=4`, in the native mode: the chains of the other widths,
+    /// so a row's last columns of scores need not go 8 at a time. Returns `false`, having done
+    /// nothing, in the portable mode, where it has no such kernel or the slices are too short.
+    #[allow(clippy::too_many_arguments)]
+    fn block_4x16n_from_zero(
+        self,
+        chunks: usize,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool;
+
+    /// Whether [`block_4x16n_from_zero`](Self::block_4x16n_from_zero) serves every width
+    /// (the native mode's kernel): then the score phase reads the queries in place, with no
+    /// packed copy (a block's `a_step` 1 and `a_row` the head dimension).
+    fn scores_in_place(self) -> bool;
+
     /// Packs the first `16·⌊n/16⌋` keys of `keys` (`hd` values each) transposed,
     /// `kt[d·kt_stride + j] = keys[j·hd + d]`, in 16 × 16 blocks; returns how many keys it
     /// packed (0, having done nothing, where it has no such kernel, `hd` is not a multiple of
@@ -60,11 +86,13 @@ pub(crate) trait Wide: Copy {
         kt_stride: usize,
     ) -> usize;
 
-    /// `xs[j] = exp(xs[j] - top)` with the bits of [`exp`](super::super::exp::exp), over the
-    /// whole chunks of 16 from the start of `xs`, adding each 8-value chunk of the results to
-    /// `lanes` in increasing order (lane `l` gets `xs[8c + l]`, as [`sum_from`](super::super::lanes::sum_from)
-    /// accumulates); returns how many values it did (0 where it has no such kernel, `lanes`
-    /// untouched), the rest are the caller's.
+    /// `xs[j] = exp(xs[j] - top)`. In the portable mode with the bits of
+    /// [`exp`](super::super::exp::exp), over the whole chunks of 16 from the start of `xs`,
+    /// adding each 8-value chunk of the results to `lanes` in increasing order (lane `l` gets
+    /// `xs[8c + l]`, as [`sum_from`](super::super::lanes::sum_from) accumulates). In the native
+    /// mode over all of `xs` with the native `exp` and its own order of the sum (see
+    /// `exp_shifted_fused`). Returns how many values it did (0 where it has no such kernel,
+    /// `lanes` untouched), the rest are the caller's.
     fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize;
 }
 
@@ -100,6 +128,27 @@ impl Wide for Narrow {
         _: &mut [f32],
         _: usize,
     ) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn block_4x16n_from_zero(
+        self,
+        _: usize,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &mut [f32],
+        _: usize,
+    ) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn scores_in_place(self) -> bool {
         false
     }
 
@@ -164,6 +213,158 @@ static EXP_CONSTANTS: [u32; 16] = {
         0x7fc0_0000,                         // 60: f32::NAN
     ]
 };
+
+/// The constants of the native mode's `exp` ([`exp_shifted_fused`]), in the order the assembly
+/// broadcasts them (byte offset `4·i`).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+static EXP_FUSED_CONSTANTS: [u32; 12] = [
+    (-104.0f32).to_bits(),               // 0: below it e^x < 2^-150 rounds to +0.0
+    89.0f32.to_bits(),                   // 4: above it e^x overflows to +inf
+    core::f32::consts::LOG2_E.to_bits(), // 8
+    12_582_912.0f32.to_bits(),           // 12: the rounding constant 1.5 · 2²³
+    (-0.693_359_4f32).to_bits(),         // 16: -ln 2, high part (few bits: n · it is exact)
+    2.121_944_4e-4f32.to_bits(),         // 20: -ln 2, low part
+    0x3c07_d407,                         // 24: the polynomial, degree 5 down to 1
+    0x3d2b_9d43,                         // 28
+    0x3e2a_ad36,                         // 32
+    0x3eff_fee2,                         // 36
+    0x3f7f_fffb,                         // 40
+    1.0f32.to_bits(),                    // 44: degree 0, exactly 1 so that e^0 = 1
+];
+
+/// The native mode's `xs[j] = e^(xs[j] - top)` over all of `xs` (a masked last chunk), adding
+/// the results to `lanes` (one 16-lane sum in increasing chunks, then lane `l` gets lanes `l`
+/// and `l + 8` of it); returns `xs.len()`. Each lane's result is `exp_fused_reference`'s: a
+/// fused multiply-add evaluation with a degree-5 polynomial and `vscalefps`, about a third of
+/// the portable `exp`'s instructions, within `EXP_FUSED_MAX_REL_ERROR` (3·10⁻⁷) of the true
+/// value (so a softmax of it within 1e-5 of the portable one). Every lane's arithmetic depends
+/// on its own input only, and the sum on the length only, so any schedule gets the same bits.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[inline(always)]
+fn exp_shifted_fused(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
+    let len = xs.len();
+    let chunks = len / 16;
+    // The lanes of the last, partial chunk (`len % 16 < 16`, so the shift cannot overflow).
+    let tail = (1u32 << (len % 16)) - 1;
+    // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
+    // writes `xs[..16·chunks]` and, under mask `tail` (masked-out lanes neither read nor
+    // written, nor faulting), `xs[16·chunks..len]`: inside the slice. It reads the 12
+    // constants and reads and writes the 8 values of `lanes`; it touches no other memory and
+    // no stack, and every vector and mask register it uses is call-clobbered (`clobber_abi`).
+    unsafe {
+        core::arch::asm!(
+            // Per chunk: x = xs - top; xc = clamp(x) (NaN kept: the clamps return their
+            // second operand when it is NaN); t = xc·log2 e + magic (fused, so rounded once
+            // to an integer n), nf = t - magic; r = xc - nf·ln2_hi - nf·ln2_lo (fused);
+            // p = ((((c5·r + c4)·r + c3)·r + c2)·r + c1)·r + 1; y = p · 2^nf (vscalefps:
+            // one rounding, to +0.0 below 2^-150 and +inf above the range).
+            "vbroadcastss zmm16, {top:x}",
+            "vbroadcastss zmm17, dword ptr [{c}]",
+            "vbroadcastss zmm18, dword ptr [{c} + 4]",
+            "vbroadcastss zmm19, dword ptr [{c} + 8]",
+            "vbroadcastss zmm20, dword ptr [{c} + 12]",
+            "vbroadcastss zmm21, dword ptr [{c} + 16]",
+            "vbroadcastss zmm22, dword ptr [{c} + 20]",
+            "vbroadcastss zmm23, dword ptr [{c} + 24]",
+            "vbroadcastss zmm24, dword ptr [{c} + 28]",
+            "vbroadcastss zmm25, dword ptr [{c} + 32]",
+            "vbroadcastss zmm26, dword ptr [{c} + 36]",
+            "vbroadcastss zmm27, dword ptr [{c} + 40]",
+            "vbroadcastss zmm28, dword ptr [{c} + 44]",
+            "vpxord zmm29, zmm29, zmm29",
+            "test rcx, rcx",
+            "jz 3f",
+            "2:",
+            "vmovups zmm0, [rsi]",
+            "vsubps zmm0, zmm0, zmm16",
+            "vmaxps zmm0, zmm17, zmm0",
+            "vminps zmm0, zmm18, zmm0",
+            "vmovaps zmm1, zmm20",
+            "vfmadd231ps zmm1, zmm0, zmm19",
+            "vsubps zmm1, zmm1, zmm20",
+            "vfmadd231ps zmm0, zmm1, zmm21",
+            "vfmadd231ps zmm0, zmm1, zmm22",
+            "vmovaps zmm2, zmm24",
+            "vfmadd231ps zmm2, zmm0, zmm23",
+            "vfmadd213ps zmm2, zmm0, zmm25",
+            "vfmadd213ps zmm2, zmm0, zmm26",
+            "vfmadd213ps zmm2, zmm0, zmm27",
+            "vfmadd213ps zmm2, zmm0, zmm28",
+            "vscalefps zmm2, zmm2, zmm1",
+            "vmovups [rsi], zmm2",
+            "vaddps zmm29, zmm29, zmm2",
+            "add rsi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "3:",
+            "kmovw k1, {tail:e}",
+            "kortestw k1, k1",
+            "jz 4f",
+            "vmovups zmm0 {{k1}}{{z}}, [rsi]",
+            "vsubps zmm0, zmm0, zmm16",
+            "vmaxps zmm0, zmm17, zmm0",
+            "vminps zmm0, zmm18, zmm0",
+            "vmovaps zmm1, zmm20",
+            "vfmadd231ps zmm1, zmm0, zmm19",
+            "vsubps zmm1, zmm1, zmm20",
+            "vfmadd231ps zmm0, zmm1, zmm21",
+            "vfmadd231ps zmm0, zmm1, zmm22",
+            "vmovaps zmm2, zmm24",
+            "vfmadd231ps zmm2, zmm0, zmm23",
+            "vfmadd213ps zmm2, zmm0, zmm25",
+            "vfmadd213ps zmm2, zmm0, zmm26",
+            "vfmadd213ps zmm2, zmm0, zmm27",
+            "vfmadd213ps zmm2, zmm0, zmm28",
+            "vscalefps zmm2, zmm2, zmm1",
+            "vmovups [rsi] {{k1}}, zmm2",
+            "vaddps zmm29 {{k1}}, zmm29, zmm2",
+            "4:",
+            // lanes[l] += sum[l] + sum[l + 8].
+            "vextractf64x4 ymm1, zmm29, 1",
+            "vaddps ymm29, ymm29, ymm1",
+            "vmovups ymm1, [{acc}]",
+            "vaddps ymm1, ymm1, ymm29",
+            "vmovups [{acc}], ymm1",
+            "vzeroupper",
+            top = in(xmm_reg) top,
+            acc = in(reg) lanes.as_mut_ptr(),
+            tail = in(reg) tail,
+            inout("rsi") xs.as_mut_ptr() => _,
+            inout("rcx") chunks => _,
+            c = in(reg) EXP_FUSED_CONSTANTS.as_ptr(),
+            clobber_abi("C"),
+            options(nostack),
+        )
+    }
+    len
+}
+
+/// The largest relative error of the native mode's `exp` ([`exp_fused_reference`]) against
+/// f64 `exp`, for results that are normal f32 (the sweep of
+/// `fused_exp_is_within_its_bound_of_f64_exp_wherever_the_result_is_normal` measures
+/// 1.6·10⁻⁷, about 2.7 ulp; the portable `exp`'s is 8.1·10⁻⁸).
+#[cfg(all(test, target_arch = "x86_64", feature = "std"))]
+pub(crate) const EXP_FUSED_MAX_REL_ERROR: f64 = 3.0e-7;
+
+/// What [`exp_shifted_fused`] computes for one lane, step by step in scalar code: the
+/// specification its tests hold the assembly to.
+#[cfg(all(test, target_arch = "x86_64", feature = "std"))]
+pub(crate) fn exp_fused_reference(x: f32) -> f32 {
+    let c = EXP_FUSED_CONSTANTS.map(f32::from_bits);
+    // `maxps`/`minps` return their second operand when it is NaN.
+    let xc = if x.is_nan() { x } else { x.clamp(c[0], c[1]) };
+    let nf = xc.mul_add(c[2], c[3]) - c[3];
+    let r = nf.mul_add(c[5], nf.mul_add(c[4], xc));
+    let mut p = c[6].mul_add(r, c[7]);
+    for &k in &c[8..] {
+        p = p.mul_add(r, k);
+    }
+    if p.is_nan() || nf.is_nan() {
+        return f32::NAN;
+    }
+    // vscalefps: p · 2^nf rounded once; exact in f64 (|nf| <= 150), then one rounding to f32.
+    (f64::from(p) * 2f64.powi(nf as i32)) as f32
+}
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 impl Wide for Avx512Attend {
@@ -276,6 +477,9 @@ impl Wide for Avx512Attend {
 
     #[inline(always)]
     fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
+        if let Step::Fused = self.step {
+            return exp_shifted_fused(xs, top, lanes);
+        }
         let chunks = xs.len() / 16;
         if chunks == 0 {
             return 0;
@@ -652,6 +856,33 @@ impl Wide for Avx512Attend {
     }
 
     #[inline(always)]
+    fn scores_in_place(self) -> bool {
+        matches!(self.step, Step::Fused)
+    }
+
+    #[inline(always)]
+    fn block_4x16n_from_zero(
+        self,
+        chunks: usize,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool {
+        match (self.step, chunks) {
+            (Step::Fused, 4) => self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true),
+            (Step::Fused, 1..=3) => {
+                narrow_fused_from_zero(chunks, a, a_step, a_row, b, b_step, depth, c, c_row)
+            }
+            _ => false,
+        }
+    }
+
+    #[inline(always)]
     fn block_4x64(
         self,
         a: &[f32],
@@ -680,6 +911,159 @@ impl Wide for Avx512Attend {
     ) -> bool {
         self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true)
     }
+}
+
+/// The fused product from zero over `16·chunks` columns, `chunks` in `1..=3`: the loop of
+/// [`Avx512Attend::block`] with fewer accumulators (`4·chunks`), each element the same chain.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn narrow_fused_from_zero(
+    chunks: usize,
+    a: &[f32],
+    a_step: usize,
+    a_row: usize,
+    b: &[f32],
+    b_step: usize,
+    depth: usize,
+    c: &mut [f32],
+    c_row: usize,
+) -> bool {
+    let width = 16 * chunks;
+    let fits = depth > 0
+        && (1..=3).contains(&chunks)
+        && reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
+        && reach(depth, b_step, 0, width).is_some_and(|n| n <= b.len())
+        && reach(1, 0, c_row, width).is_some_and(|n| n <= c.len())
+        // Byte offsets fit an address register.
+        && [a_step, a_row, b_step, c_row]
+            .iter()
+            .all(|&s| s.checked_mul(12).is_some_and(|n| n <= isize::MAX as usize));
+    if !fits {
+        return false;
+    }
+    match chunks {
+        // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
+        // `a[k·a_step + r·a_row]` and `b[k·b_step..][..16·chunks]` for `k < depth`, `r < 4`,
+        // and writes `c[r·c_row..][..16·chunks]` — all inside the slices, as just checked.
+        // It touches no other memory and no stack; every vector register it uses is
+        // call-clobbered (`clobber_abi`).
+        1 => unsafe {
+            core::arch::asm!(
+                "vpxord zmm0, zmm0, zmm0",
+                "vpxord zmm1, zmm1, zmm1",
+                "vpxord zmm2, zmm2, zmm2",
+                "vpxord zmm3, zmm3, zmm3",
+                "2:",
+                "vmovups zmm16, [rdx]",
+                "vbroadcastss zmm20, dword ptr [rsi]",
+                "vfmadd231ps zmm0, zmm16, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
+                "vfmadd231ps zmm1, zmm16, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
+                "vfmadd231ps zmm2, zmm16, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
+                "vfmadd231ps zmm3, zmm16, zmm20",
+                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
+                "mov r8, {c}",
+                "vmovups [r8], zmm0", "add r8, {cs}",
+                "vmovups [r8], zmm1", "add r8, {cs}",
+                "vmovups [r8], zmm2", "add r8, {cs}",
+                "vmovups [r8], zmm3", "add r8, {cs}",
+                "vzeroupper",
+                inout("rsi") a.as_ptr() => _,
+                inout("rdx") b.as_ptr() => _,
+                c = in(reg) c.as_mut_ptr(),
+                out("r8") _,
+                inout("rcx") depth => _,
+                ar = in(reg) a_row * 4,
+                ar3 = in(reg) a_row * 12,
+                astep = in(reg) a_step * 4,
+                bstep = in(reg) b_step * 4,
+                cs = in(reg) c_row * 4,
+                clobber_abi("C"),
+                options(nostack),
+            )
+        },
+        // SAFETY: as above, over 16·chunks columns.
+        2 => unsafe {
+            core::arch::asm!(
+                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1",
+                "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
+                "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
+                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
+                "2:",
+                "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]",
+                "vbroadcastss zmm20, dword ptr [rsi]",
+                "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
+                "vfmadd231ps zmm2, zmm16, zmm20", "vfmadd231ps zmm3, zmm17, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
+                "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
+                "vfmadd231ps zmm6, zmm16, zmm20", "vfmadd231ps zmm7, zmm17, zmm20",
+                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
+                "mov r8, {c}",
+                "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "add r8, {cs}",
+                "vmovups [r8], zmm2", "vmovups [r8 + 64], zmm3", "add r8, {cs}",
+                "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "add r8, {cs}",
+                "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "add r8, {cs}",
+                "vzeroupper",
+                inout("rsi") a.as_ptr() => _,
+                inout("rdx") b.as_ptr() => _,
+                c = in(reg) c.as_mut_ptr(),
+                out("r8") _,
+                inout("rcx") depth => _,
+                ar = in(reg) a_row * 4,
+                ar3 = in(reg) a_row * 12,
+                astep = in(reg) a_step * 4,
+                bstep = in(reg) b_step * 4,
+                cs = in(reg) c_row * 4,
+                clobber_abi("C"),
+                options(nostack),
+            )
+        },
+        // SAFETY: as above, over 16·chunks columns.
+        3 => unsafe {
+            core::arch::asm!(
+                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2",
+                "vpxord zmm3, zmm3, zmm3", "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
+                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7", "vpxord zmm8, zmm8, zmm8",
+                "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
+                "2:",
+                "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]",
+                "vbroadcastss zmm20, dword ptr [rsi]",
+                "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
+                "vfmadd231ps zmm3, zmm16, zmm20", "vfmadd231ps zmm4, zmm17, zmm20", "vfmadd231ps zmm5, zmm18, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
+                "vfmadd231ps zmm6, zmm16, zmm20", "vfmadd231ps zmm7, zmm17, zmm20", "vfmadd231ps zmm8, zmm18, zmm20",
+                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
+                "vfmadd231ps zmm9, zmm16, zmm20", "vfmadd231ps zmm10, zmm17, zmm20", "vfmadd231ps zmm11, zmm18, zmm20",
+                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
+                "mov r8, {c}",
+                "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "add r8, {cs}",
+                "vmovups [r8], zmm3", "vmovups [r8 + 64], zmm4", "vmovups [r8 + 128], zmm5", "add r8, {cs}",
+                "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "vmovups [r8 + 128], zmm8", "add r8, {cs}",
+                "vmovups [r8], zmm9", "vmovups [r8 + 64], zmm10", "vmovups [r8 + 128], zmm11", "add r8, {cs}",
+                "vzeroupper",
+                inout("rsi") a.as_ptr() => _,
+                inout("rdx") b.as_ptr() => _,
+                c = in(reg) c.as_mut_ptr(),
+                out("r8") _,
+                inout("rcx") depth => _,
+                ar = in(reg) a_row * 4,
+                ar3 = in(reg) a_row * 12,
+                astep = in(reg) a_step * 4,
+                bstep = in(reg) b_step * 4,
+                cs = in(reg) c_row * 4,
+                clobber_abi("C"),
+                options(nostack),
+            )
+        },
+        _ => return false,
+    }
+    true
 }
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
@@ -834,9 +1218,9 @@ impl Avx512Attend {
 
 #[cfg(all(test, target_arch = "x86_64", feature = "std", not(feature = "loom")))]
 mod tests {
-    use super::super::super::exp::exp;
+    use super::super::super::exp::{exp, EXP_MAX_ARG, EXP_MIN_ARG};
     use super::super::super::gemm_avx512::Step;
-    use super::{Avx512Attend, Wide};
+    use super::{exp_fused_reference, Avx512Attend, Wide, EXP_FUSED_MAX_REL_ERROR};
 
     #[test]
     fn wide_exp_has_the_bits_of_exp_on_every_class_of_input() {
@@ -863,6 +1247,115 @@ mod tests {
                     x.to_bits()
                 );
             }
+        }
+    }
+
+    /// Every 4099th bit pattern (normals, subnormals, zeros, infinities and NaNs of both signs)
+    /// and the edges of the ranges.
+    fn every_class_of_input() -> Vec<f32> {
+        (0..=u32::MAX)
+            .step_by(4099)
+            .map(f32::from_bits)
+            .chain([
+                -104.0, -103.99, -87.3365, -87.3366, 88.72283, 88.7229, 89.0, -0.0, 0.0, 1e-30,
+            ])
+            .collect()
+    }
+
+    #[test]
+    fn fused_exp_has_the_bits_of_its_reference_on_every_class_of_input() {
+        let Some(wide) = Avx512Attend::detect(Step::Fused) else {
+            return;
+        };
+        let inputs = every_class_of_input();
+        for top in [0.0f32, 1.5, -3.25, 80.0, f32::INFINITY] {
+            let mut got = inputs.clone();
+            assert_eq!(wide.exp_shifted(&mut got, top, &mut [0.0; 8]), inputs.len());
+            for (&x, &y) in inputs.iter().zip(&got) {
+                let want = exp_fused_reference(x - top);
+                assert!(
+                    y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+                    "x = {x:e} ({:#x}), top = {top}: {y:e} != {want:e}",
+                    x.to_bits()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fused_exp_gives_exact_values_at_the_special_inputs() {
+        let cases = [
+            (0.0f32, 1.0f32),
+            (-0.0, 1.0),
+            (f32::NEG_INFINITY, 0.0),
+            (-104.0, 0.0),
+            (-1000.0, 0.0),
+            (89.0, f32::INFINITY),
+            (f32::INFINITY, f32::INFINITY),
+        ];
+        for (x, want) in cases {
+            assert_eq!(exp_fused_reference(x).to_bits(), want.to_bits(), "x = {x}");
+        }
+        assert!(exp_fused_reference(f32::NAN).is_nan());
+        // Between -104 and the normal range the result is subnormal, never negative.
+        let y = exp_fused_reference(-95.0);
+        assert!(y > 0.0 && y < f32::MIN_POSITIVE, "{y:e}");
+    }
+
+    #[test]
+    fn fused_exp_is_within_its_bound_of_f64_exp_wherever_the_result_is_normal() {
+        // 2·10⁶ points over the normal range, and densely around 0 where softmax weights live.
+        let (lo, hi) = (EXP_MIN_ARG, EXP_MAX_ARG);
+        let sweep = (0..=2_000_000).map(|i| lo + (hi - lo) * (i as f32 / 2.0e6));
+        let near = (-200_000..=200_000).map(|i| i as f32 * 1.0e-5);
+        let mut worst = 0.0f64;
+        for x in sweep.chain(near).filter(|x| (lo..=hi).contains(x)) {
+            let want = f64::from(x).exp();
+            let rel = ((f64::from(exp_fused_reference(x)) - want) / want).abs();
+            worst = worst.max(rel);
+        }
+        assert!(worst <= EXP_FUSED_MAX_REL_ERROR, "{worst:e}");
+        // Against the portable `exp`: at most 5 ulp apart over the same range.
+        for x in (0..=200_000).map(|i| lo + (hi - lo) * (i as f32 / 2.0e5)) {
+            let (a, b) = (exp_fused_reference(x), exp(x));
+            assert!(
+                a.to_bits().abs_diff(b.to_bits()) <= 5,
+                "x = {x:e}: {a:e} vs {b:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn fused_exp_touches_only_its_slice_and_sums_in_its_order() {
+        let Some(wide) = Avx512Attend::detect(Step::Fused) else {
+            return;
+        };
+        // Every length from 0 to 40 (no chunk, whole chunks, ragged tails) inside a longer
+        // buffer whose values past the slice must stay.
+        let buffer: Vec<f32> = (0..48).map(|i| (i as f32) * -0.37).collect();
+        let start = [1.0e-3f32, -2.5, 7.0, 0.0, -0.0, 3.0e4, 1.0, 0.1];
+        for len in 0..=40 {
+            let mut got = buffer.clone();
+            let mut lanes = start;
+            assert_eq!(wide.exp_shifted(&mut got[..len], 0.75, &mut lanes), len);
+            let want: Vec<f32> = buffer[..len]
+                .iter()
+                .map(|&x| exp_fused_reference(x - 0.75))
+                .collect();
+            assert_eq!(got[..len], want[..], "len {len}");
+            assert_eq!(got[len..], buffer[len..], "len {len}");
+            let mut sum = [0.0f32; 16];
+            for chunk in want.chunks(16) {
+                for (s, &y) in sum.iter_mut().zip(chunk) {
+                    *s += y;
+                }
+            }
+            let want_lanes: [f32; 8] = core::array::from_fn(|l| start[l] + (sum[l] + sum[l + 8]));
+            assert_eq!(
+                lanes.map(f32::to_bits),
+                want_lanes.map(f32::to_bits),
+                "len {len}"
+            );
         }
     }
 
@@ -915,6 +1408,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn fused_product_over_16_chunk_columns_has_the_bits_of_the_64_column_one() {
+        let Some(wide) = Avx512Attend::detect(Step::Fused) else {
+            return;
+        };
+        let a: Vec<f32> = (0..4 * 37).map(|i| (i as f32 * 0.61).sin()).collect();
+        let b: Vec<f32> = (0..80 * 37).map(|i| (i as f32 * 0.37).cos()).collect();
+        for depth in [1, 37] {
+            let mut want = vec![f32::NAN; 3 * 80 + 64];
+            assert!(wide.block_4x64_from_zero(&a, 4, 1, &b, 80, depth, &mut want, 80));
+            for chunks in 1..=4 {
+                let mut got = vec![-7.0f32; 3 * 80 + 64];
+                let width = 16 * chunks;
+                assert!(wide.block_4x16n_from_zero(chunks, &a, 4, 1, &b, 80, depth, &mut got, 80));
+                for r in 0..4 {
+                    let row = &got[r * 80..r * 80 + 64];
+                    let wanted = &want[r * 80..r * 80 + width];
+                    assert_eq!(
+                        row[..width].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        wanted.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "depth {depth}, chunks {chunks}, row {r}"
+                    );
+                    assert!(row[width..].iter().all(|&x| x == -7.0), "{chunks}, row {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn product_over_16_chunk_columns_is_refused_in_the_portable_mode_and_out_of_range() {
+        let (a, b) = (vec![1.0f32; 4 * 8], vec![1.0f32; 64 * 8]);
+        let mut c = vec![-7.0f32; 4 * 64];
+        if let Some(wide) = Avx512Attend::detect(Step::Unfused) {
+            assert!(!wide.block_4x16n_from_zero(1, &a, 4, 1, &b, 64, 8, &mut c, 64));
+        }
+        if let Some(wide) = Avx512Attend::detect(Step::Fused) {
+            for chunks in [0, 5] {
+                assert!(!wide.block_4x16n_from_zero(chunks, &a, 4, 1, &b, 64, 8, &mut c, 64));
+            }
+            // Too short an output for the fourth row's 16 columns.
+            assert!(!wide.block_4x16n_from_zero(1, &a, 4, 1, &b, 64, 8, &mut c[..3 * 64 + 15], 64));
+        }
+        assert!(c.iter().all(|&x| x == -7.0));
     }
 
     #[test]

@@ -576,27 +576,9 @@ mod neon {
     }
 }
 
-/// Asks the CPU to bring the cache lines of `s` towards L1 (a hint: no effect on any value,
-/// and nothing on targets without one). Streams that the attention reads one tile later are
-/// requested early, so that memory latency overlaps the current tile's arithmetic.
-#[inline(always)]
-pub(crate) fn prefetch(s: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in s.chunks(16) {
-        // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads no value and cannot
-        // fault, and the address is inside `s`.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = s;
-}
-
-/// [`prefetch`] into the second-level cache only: for rows needed a few tiles later, which
-/// would evict the current tile's working set from L1.
+/// Asks the CPU to bring the cache lines of `s` into the second-level cache (a hint: no effect
+/// on any value, and nothing on targets without one), so that memory latency overlaps the
+/// arithmetic; not into L1, where rows needed later would evict the tile in use.
 #[inline(always)]
 pub(crate) fn prefetch_l2(s: &[f32]) {
     #[cfg(target_arch = "x86_64")]
