@@ -3,7 +3,7 @@
 use super::config::KernelConfig;
 use super::error::scratch;
 use super::loops::attend::{scratch_len, Head};
-use super::parallel::{parallel_chunks, Work};
+use super::parallel::{parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::shape::{self, SdpaDims};
@@ -171,11 +171,20 @@ pub fn scaled_dot_product_attention_with<'a>(
         fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
     };
     let attend = config.pick(&config.kernels().attend);
-    parallel_chunks(
+    // A decode step's chunks are whole groups of heads sharing a K/V head where they can be:
+    // each group is then one call that reads its K and V once, instead of a region's pieces
+    // cutting groups in two and reading them twice.
+    let grain = if sq == 1 && q.head_stride == hd {
+        group
+    } else {
+        1
+    };
+    parallel_chunks_grained(
         "sdpa",
         schedule,
         out.data_mut(),
         sq * hd,
+        grain,
         work,
         &|units, chunk| {
             let mut scores = scratch("sdpa", scratch_len(hd))?;
