@@ -171,10 +171,12 @@ pub fn scaled_dot_product_attention_with<'a>(
         fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
     };
     let attend = config.pick(&config.kernels().attend);
-    // A decode step's chunks are whole groups of heads sharing a K/V head where they can be:
-    // each group is then one call that reads its K and V once, instead of a region's pieces
-    // cutting groups in two and reading them twice.
-    let grain = if sq == 1 && q.head_stride == hd {
+    // A decode step's chunks are whole groups of heads sharing a K/V head when there are
+    // groups enough for every task: each group is then one call that reads its K and V once,
+    // instead of a region's pieces cutting groups in two and reading them twice. With fewer
+    // groups than tasks (one K/V head, many cores) the groups are split as before.
+    let groups = dims.batch.saturating_mul(heads) / group.max(1);
+    let grain = if sq == 1 && q.head_stride == hd && groups >= schedule.parallelism() {
         group
     } else {
         1
