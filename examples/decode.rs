@@ -11,7 +11,9 @@
 //! Columns: `prefill ms` (the prompt's forward pass), `decode tok/s` (decode steps per second,
 //! the first token comes from the prefill), `attention ms` and `KV-cache ms` (time inside
 //! attention and inside the cache's appends and views, summed over the decode steps),
-//! `KV µs/token` (the cache time of one decode step, all layers).
+//! `KV µs/token` (the cache time of one decode step, all layers). Below the table, the read
+//! bandwidth of a decode step's weight stream under each schedule, and of the projections
+//! alone (time inside `linear`, LM head included) with what the rest of a step adds per token.
 //!
 //! Flags: `--layers N --hidden N --heads N --kv-heads N --head-dim N --mlp N --vocab N
 //! --theta X --prompt-len N --new-tokens N`, `--all-schedules` (also `dedicated(1..=4)`, and
@@ -287,6 +289,23 @@ fn run(args: &Args) -> Result<bool, KernelError> {
         bytes * tokens_per_s(hw) / 1e9,
         runs[2].schedule,
     );
+    // The weight streams alone, and what the rest of a step (attention, norms, RoPE, the
+    // cache, forks that do not pay) adds to each token.
+    let per_token =
+        |g: &Generation, d: std::time::Duration| d.as_secs_f64() / g.decode_steps.max(1) as f64;
+    let (seq_proj, hw_proj) = (
+        per_token(seq, seq.timing.projections),
+        per_token(hw, hw.timing.projections),
+    );
+    println!(
+        "the projections alone: {:.1} GB/s sequential, {:.1} GB/s {} ({:.2}x); the rest of a step: {:.3} ms and {:.3} ms",
+        bytes / seq_proj.max(1e-12) / 1e9,
+        bytes / hw_proj.max(1e-12) / 1e9,
+        runs[2].schedule,
+        seq_proj / hw_proj.max(1e-12),
+        (per_token(seq, seq.decode) - seq_proj) * 1e3,
+        (per_token(hw, hw.decode) - hw_proj) * 1e3,
+    );
     println!(
         "tokens and final logits bit-identical across all {} runs: {}",
         runs.len(),
@@ -309,6 +328,7 @@ fn fastest(a: Generation, mut b: Generation) -> Generation {
     b.decode = b.decode.min(a.decode);
     b.timing.attention = b.timing.attention.min(a.timing.attention);
     b.timing.kv_cache = b.timing.kv_cache.min(a.timing.kv_cache);
+    b.timing.projections = b.timing.projections.min(a.timing.projections);
     b
 }
 
@@ -326,13 +346,14 @@ fn json(runs: &[Run]) -> String {
             let g = &r.generation;
             let tokens: Vec<String> = g.tokens.iter().map(usize::to_string).collect();
             format!(
-                "{{\"schedule\":\"{}\",\"kv_cache\":\"{}\",\"prefill_ms\":{:.3},\"decode_tokens_per_s\":{:.3},\"attention_ms\":{:.3},\"kv_cache_ms\":{:.3},\"tokens\":[{}],\"logits_bits_hash\":\"{:016x}\"}}",
+                "{{\"schedule\":\"{}\",\"kv_cache\":\"{}\",\"prefill_ms\":{:.3},\"decode_tokens_per_s\":{:.3},\"attention_ms\":{:.3},\"kv_cache_ms\":{:.3},\"projections_ms\":{:.3},\"tokens\":[{}],\"logits_bits_hash\":\"{:016x}\"}}",
                 r.schedule,
                 r.cache,
                 ms(g.prefill),
                 tokens_per_s(g),
                 ms(g.timing.attention),
                 ms(g.timing.kv_cache),
+                ms(g.timing.projections),
                 tokens.join(","),
                 bits_hash(g.logits.data()),
             )

@@ -596,6 +596,18 @@ fn a_pool_call_under_the_threshold_emits_nothing() {
     assert!(sink.events().is_empty());
 }
 
+/// A decode step's chunks follow its K/V groups only when there are groups for every task:
+/// eight query heads on one K/V head still split over four tasks.
+#[test]
+fn a_decode_step_with_one_kv_head_splits_over_every_task() {
+    let sink = Arc::new(CollectingSink::new());
+    let schedule = OutOfOrder::new(4, Order::Reversed).with_trace(sink.clone());
+    let q = uniform(&[1, 8, 1, 64], 41);
+    let (k, v) = (uniform(&[1, 1, 512, 64], 42), uniform(&[1, 1, 512, 64], 43));
+    sdpa(&q, &k, &v, None, &opts(true, None), &schedule).unwrap();
+    assert_eq!(regions(&sink), vec![region(8, 4, "reversed(4)")]);
+}
+
 #[test]
 fn several_row_groups_and_key_tiles_keep_parity_and_accuracy() {
     // 70 query rows (a group of 64 and one of 6) over 1100 keys (nine tiles of 128).

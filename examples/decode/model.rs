@@ -178,7 +178,7 @@ impl Model {
             let h = rms_norm(&x, &layer.attn_norm, c.norm_eps, schedule)?;
             // [s, (H + 2·nKV)·hd]: q, k and v side by side in each row. RoPE and the cache
             // read each block as [1, heads, s, hd] through a strided view, without a copy.
-            let qkv = linear(&h, &layer.wqkv, schedule)?;
+            let qkv = timed_linear(&h, &layer.wqkv, schedule, timing)?;
             let (k_at, v_at) = (c.heads * hd, (c.heads + c.kv_heads) * hd);
             let q = heads_view(&qkv, 0, c.heads, hd)?;
             let k = heads_view(&qkv, k_at, c.kv_heads, hd)?;
@@ -198,18 +198,26 @@ impl Model {
                 .permute(&[0, 2, 1, 3])?
                 .to_tensor()?
                 .reshape(vec![s, c.heads * hd])?;
-            x = add_broadcast(&x, &linear(&attn, &layer.wo, schedule)?, schedule)?;
+            x = add_broadcast(
+                &x,
+                &timed_linear(&attn, &layer.wo, schedule, timing)?,
+                schedule,
+            )?;
             let h = rms_norm(&x, &layer.mlp_norm, c.norm_eps, schedule)?;
             // [s, 2·mlp]: the gate (x·W1) and up (x·W3) halves of each row, read as views.
-            let gate_up = linear(&h, &layer.w13, schedule)?;
+            let gate_up = timed_linear(&h, &layer.w13, schedule, timing)?;
             let (gate, up) = halves(&gate_up, c.mlp)?;
             let act = silu_mul(gate, up, schedule)?;
-            x = add_broadcast(&x, &linear(&act, &layer.w2, schedule)?, schedule)?;
+            x = add_broadcast(
+                &x,
+                &timed_linear(&act, &layer.w2, schedule, timing)?,
+                schedule,
+            )?;
         }
         let last = x.view().narrow(0, s.saturating_sub(1), 1)?;
         let h = rms_norm(last, &self.final_norm, c.norm_eps, schedule)?;
         debug_assert_eq!(h.shape(), [1, d]);
-        linear(&h, &self.lm_head, schedule)
+        timed_linear(&h, &self.lm_head, schedule, timing)
     }
 
     /// Greedy generation: the prompt in one forward pass (prefill), then one token at a time.
@@ -252,6 +260,19 @@ impl Model {
 /// output tile; the order depends only on the shapes, so every schedule gives the same bits.
 pub fn linear(x: &Tensor, w: &Tensor, schedule: &dyn Schedule) -> Result<Tensor, KernelError> {
     skainet_schedule::linear(x, w, schedule)
+}
+
+/// [`linear`], its time added to `timing.projections`.
+fn timed_linear(
+    x: &Tensor,
+    w: &Tensor,
+    schedule: &dyn Schedule,
+    timing: &mut Timing,
+) -> Result<Tensor, KernelError> {
+    let t = Instant::now();
+    let y = linear(x, w, schedule);
+    timing.projections += t.elapsed();
+    y
 }
 
 /// The `heads·hd` columns of `t` `[s, width]` from column `start`, seen as
@@ -309,11 +330,13 @@ pub fn prompt(len: usize, vocab: usize) -> Vec<usize> {
     (0..len).map(|i| (i * 7919 + 13) % vocab).collect()
 }
 
-/// Time spent in attention and in the K/V cache (append plus reading the views).
+/// Time spent in attention, in the K/V cache (append plus reading the views), and in the
+/// projections (every `linear`, LM head included: the weight streams).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Timing {
     pub attention: Duration,
     pub kv_cache: Duration,
+    pub projections: Duration,
 }
 
 /// What [`Model::generate`] returns.
@@ -323,7 +346,7 @@ pub struct Generation {
     pub prefill: Duration,
     pub decode: Duration,
     pub decode_steps: usize,
-    /// Attention and cache time of the decode steps.
+    /// Attention, cache and projection time of the decode steps.
     pub timing: Timing,
 }
 

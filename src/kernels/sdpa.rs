@@ -3,7 +3,7 @@
 use super::config::KernelConfig;
 use super::error::ReusedScratch;
 use super::loops::attend::{scratch_len, Head};
-use super::parallel::{parallel_chunks, Work};
+use super::parallel::{parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
 use crate::shape::{self, SdpaDims};
@@ -172,11 +172,22 @@ pub fn scaled_dot_product_attention_with<'a>(
         fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
     };
     let attend = config.pick(&config.kernels().attend);
-    parallel_chunks(
+    // A decode step's chunks are whole groups of heads sharing a K/V head when there are
+    // groups enough for every task: each group is then one call that reads its K and V once,
+    // instead of a region's pieces cutting groups in two and reading them twice. With fewer
+    // groups than tasks (one K/V head, many cores) the groups are split as before.
+    let groups = dims.batch.saturating_mul(heads) / group.max(1);
+    let grain = if sq == 1 && q.head_stride == hd && groups >= schedule.parallelism() {
+        group
+    } else {
+        1
+    };
+    parallel_chunks_grained(
         "sdpa",
         schedule,
         out.data_mut(),
         sq * hd,
+        grain,
         work,
         &|units, chunk| {
             // Attention reads only scratch it wrote for the same head (a padded key column is
