@@ -575,3 +575,48 @@ fn a_pool_measures_how_long_it_sat_idle_before_a_region() {
     let gap = shared.last_gap().unwrap();
     assert!(gap >= Duration::from_millis(3), "{gap:?}");
 }
+
+/// A [`region::Wake`] that wakes nobody and keeps the last verdict it was told.
+#[derive(Default)]
+struct Verdicts(std::sync::Mutex<Vec<bool>>);
+
+impl region::Wake for Verdicts {
+    fn wake(&self, _helpers: usize) {}
+
+    fn learn(&self, worth: bool) {
+        self.0.lock().unwrap().push(worth);
+    }
+}
+
+/// Runs 8 one-unit chunks on the caller alone (nothing offered), chunk `i` busy for
+/// `busy(i)`, and returns the verdicts the region left.
+fn verdicts_of(busy: impl Fn(usize) -> Duration + Sync) -> Vec<bool> {
+    let body = |start: usize, end: usize| {
+        for i in start..end {
+            let until = std::time::Instant::now() + busy(i);
+            while std::time::Instant::now() < until {
+                core::hint::spin_loop();
+            }
+        }
+    };
+    let wake = Verdicts::default();
+    region::Region::run(Chunks::new(8, 1, 8), 1, &body, |_, _| {}, &wake).unwrap();
+    wake.0.into_inner().unwrap()
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a timing policy: interpreted, every chunk is slow")]
+fn a_region_is_judged_by_its_mean_chunk_not_by_a_slow_first_one() {
+    // A 15 µs first chunk and seven empty ones: on the first chunk alone the rest would look
+    // like 105 µs, worth a wake-up; their mean says 13 µs. A thread descheduled during the
+    // region can still look worth it, so any of a few tries that is not decides.
+    let slow_first = |i: usize| Duration::from_micros(if i == 0 { 15 } else { 0 });
+    let tries: Vec<Vec<bool>> = (0..5).map(|_| verdicts_of(slow_first)).collect();
+    assert!(tries.iter().all(|v| v.len() == 1), "{tries:?}");
+    assert!(tries.contains(&alloc::vec![false]), "{tries:?}");
+    // Eight chunks of 10 µs are worth it whatever the machine does.
+    assert_eq!(
+        verdicts_of(|_| Duration::from_micros(10)),
+        alloc::vec![true]
+    );
+}
