@@ -427,6 +427,11 @@ fn sdpa_after_poison(
 
 #[test]
 #[cfg(feature = "std")]
+#[cfg_attr(
+    miri,
+    ignore = "no unsafe code of its own (the kernels' is run under miri by the tests above), and \
+              60 calls take minutes interpreted"
+)]
 fn sdpa_bits_do_not_depend_on_what_the_threads_reused_scratch_held() {
     // Two key tiles (128 + 5 keys), a four-row block and a lone row, a ragged head dim, and a
     // masked and causal grouped prefill; then a grouped decode step (stacked rows).

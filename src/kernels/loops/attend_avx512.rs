@@ -1305,7 +1305,7 @@ mod tests {
     #[test]
     fn fused_exp_is_within_its_bound_of_f64_exp_wherever_the_result_is_normal() {
         // 2·10⁶ points over the normal range, and densely around 0 where softmax weights live
-        // (a thousandth of them under miri, which runs this scalar arithmetic a million times
+        // (a ten-thousandth of them under miri, which runs this scalar arithmetic a million times
         // slower and has no unsafe code to check here).
         let (points, near) = if cfg!(miri) {
             (2_000, 200)
