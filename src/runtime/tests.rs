@@ -576,21 +576,25 @@ fn a_pool_measures_how_long_it_sat_idle_before_a_region() {
     assert!(gap >= Duration::from_millis(3), "{gap:?}");
 }
 
-/// A [`region::Wake`] that wakes nobody and keeps the last verdict it was told.
+/// A [`region::Wake`] that wakes nobody, and keeps the verdicts it was told and how often it
+/// was asked to wake.
 #[derive(Default)]
-struct Verdicts(std::sync::Mutex<Vec<bool>>);
+struct Verdicts(std::sync::Mutex<Vec<bool>>, AtomicUsize);
 
 impl region::Wake for Verdicts {
-    fn wake(&self, _helpers: usize) {}
+    fn wake(&self, _helpers: usize) {
+        self.1.fetch_add(1, Ordering::Relaxed);
+    }
 
     fn learn(&self, worth: bool) {
         self.0.lock().unwrap().push(worth);
     }
 }
 
-/// Runs 8 one-unit chunks on the caller alone (nothing offered), chunk `i` busy for
-/// `busy(i)`, and returns the verdicts the region left.
-fn verdicts_of(busy: impl Fn(usize) -> Duration + Sync) -> Vec<bool> {
+/// Runs 8 one-unit chunks on the caller alone (nothing offered, on a pool whose last region was
+/// not worth a wake-up), chunk `i` busy for `busy(i)`; returns the verdicts the region left and
+/// how often it asked to wake its helper.
+fn wakes_and_verdicts_of(busy: impl Fn(usize) -> Duration + Sync) -> (usize, Vec<bool>) {
     let body = |start: usize, end: usize| {
         for i in start..end {
             let until = std::time::Instant::now() + busy(i);
@@ -601,7 +605,24 @@ fn verdicts_of(busy: impl Fn(usize) -> Duration + Sync) -> Vec<bool> {
     };
     let wake = Verdicts::default();
     region::Region::run(Chunks::new(8, 1, 8), 1, &body, |_, _| {}, &wake).unwrap();
-    wake.0.into_inner().unwrap()
+    (wake.1.into_inner(), wake.0.into_inner().unwrap())
+}
+
+fn verdicts_of(busy: impl Fn(usize) -> Duration + Sync) -> Vec<bool> {
+    wakes_and_verdicts_of(busy).1
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a timing policy: interpreted, every chunk is slow")]
+fn after_a_region_not_worth_a_wake_up_a_first_chunk_must_show_twice_the_work_to_wake() {
+    // A 10 µs first chunk and seven more to go: 70 µs by it, worth a wake-up (50 µs) on its
+    // own but not against the last region's verdict. A descheduled first chunk can still
+    // look worth it, so any of a few tries that does not wake decides.
+    let first = |us: u64| move |i: usize| Duration::from_micros(if i == 0 { us } else { 0 });
+    let tries: Vec<usize> = (0..5).map(|_| wakes_and_verdicts_of(first(10)).0).collect();
+    assert!(tries.contains(&0), "{tries:?}");
+    // 20 µs: 140 µs to go, twice the threshold and more.
+    assert_eq!(wakes_and_verdicts_of(first(20)).0, 1);
 }
 
 #[test]
