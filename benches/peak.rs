@@ -13,7 +13,13 @@
 
 use std::time::Duration;
 
+#[allow(dead_code)] // only the stream: this bench measures the machine, not the kernels
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+#[cfg(target_arch = "x86_64")]
+use common::stream_sum_avx2 as stream_sum;
 
 /// Steps per call: each is 12 accumulators × 8 lanes of multiply-adds (AVX2), or 24 × 16
 /// (AVX-512, as the packed product's micro-kernel runs them).
@@ -188,36 +194,6 @@ const STREAM_BYTES: usize = 128 << 20;
 /// The larger stream, `sum_256MiB`: a 256 MiB read (a decode step over 256 MiB of K and V) is
 /// measured against a stream of its own size.
 const LARGE_STREAM_BYTES: usize = 256 << 20;
-
-/// The sum of `xs` over four independent 8-lane accumulators (AVX2), named so they stay in
-/// registers: one core's read bandwidth from memory, what the one-row products are measured
-/// against.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn stream_sum(xs: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let (mut a0, mut a1, mut a2, mut a3) = (
-        _mm256_setzero_ps(),
-        _mm256_setzero_ps(),
-        _mm256_setzero_ps(),
-        _mm256_setzero_ps(),
-    );
-    for block in xs.chunks_exact(32) {
-        let p = block.as_ptr();
-        // SAFETY: `block` holds 32 values: the four 8-value loads stay inside it.
-        unsafe {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p.add(8)));
-            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p.add(16)));
-            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p.add(24)));
-        }
-    }
-    let total = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    let mut out = [0.0f32; 8];
-    // SAFETY: `out` holds 8 values.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
-    out.iter().sum()
-}
 
 /// The sum of `xs` by two cores at once, each streaming its half (AVX2 must have been detected).
 #[cfg(target_arch = "x86_64")]

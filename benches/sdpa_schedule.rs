@@ -229,7 +229,7 @@ fn stream_sum(t: &Tensor) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: AVX2 was detected just above.
-        return unsafe { stream_sum_avx2(t.data()) };
+        return unsafe { common::stream_sum_avx2(t.data()) };
     }
     let mut acc = [0.0f32; 16];
     for chunk in t.data().chunks_exact(16) {
@@ -238,34 +238,6 @@ fn stream_sum(t: &Tensor) -> f32 {
         }
     }
     acc.iter().sum()
-}
-
-/// `benches/peak.rs`'s stream: four independent 8-lane sums.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn stream_sum_avx2(xs: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let (mut a0, mut a1, mut a2, mut a3) = (
-        _mm256_setzero_ps(),
-        _mm256_setzero_ps(),
-        _mm256_setzero_ps(),
-        _mm256_setzero_ps(),
-    );
-    for block in xs.chunks_exact(32) {
-        let p = block.as_ptr();
-        // SAFETY: `block` holds 32 values: the four 8-value loads stay inside it.
-        unsafe {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p.add(8)));
-            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p.add(16)));
-            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p.add(24)));
-        }
-    }
-    let total = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    let mut out = [0.0f32; 8];
-    // SAFETY: `out` holds 8 values.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
-    out.iter().sum()
 }
 
 /// A decode step (Sq = 1) over 8 heads of K and V larger than the last-level cache, under
