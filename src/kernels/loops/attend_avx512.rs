@@ -942,6 +942,26 @@ fn narrow_fused_from_zero(
     if !fits {
         return false;
     }
+    // The three widths differ only in their instructions: one operand list serves them all.
+    macro_rules! narrow {
+        ($($line:literal),*) => {
+            core::arch::asm!(
+                $($line),*,
+                inout("rsi") a.as_ptr() => _,
+                inout("rdx") b.as_ptr() => _,
+                c = in(reg) c.as_mut_ptr(),
+                out("r8") _,
+                inout("rcx") depth => _,
+                ar = in(reg) a_row * 4,
+                ar3 = in(reg) a_row * 12,
+                astep = in(reg) a_step * 4,
+                bstep = in(reg) b_step * 4,
+                cs = in(reg) c_row * 4,
+                clobber_abi("C"),
+                options(nostack),
+            )
+        };
+    }
     match chunks {
         // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
         // `a[k·a_step + r·a_row]` and `b[k·b_step..][..16·chunks]` for `k < depth`, `r < 4`,
@@ -949,7 +969,7 @@ fn narrow_fused_from_zero(
         // It touches no other memory and no stack; every vector register it uses is
         // call-clobbered (`clobber_abi`).
         1 => unsafe {
-            core::arch::asm!(
+            narrow! {
                 "vpxord zmm0, zmm0, zmm0",
                 "vpxord zmm1, zmm1, zmm1",
                 "vpxord zmm2, zmm2, zmm2",
@@ -970,24 +990,12 @@ fn narrow_fused_from_zero(
                 "vmovups [r8], zmm1", "add r8, {cs}",
                 "vmovups [r8], zmm2", "add r8, {cs}",
                 "vmovups [r8], zmm3", "add r8, {cs}",
-                "vzeroupper",
-                inout("rsi") a.as_ptr() => _,
-                inout("rdx") b.as_ptr() => _,
-                c = in(reg) c.as_mut_ptr(),
-                out("r8") _,
-                inout("rcx") depth => _,
-                ar = in(reg) a_row * 4,
-                ar3 = in(reg) a_row * 12,
-                astep = in(reg) a_step * 4,
-                bstep = in(reg) b_step * 4,
-                cs = in(reg) c_row * 4,
-                clobber_abi("C"),
-                options(nostack),
-            )
+                "vzeroupper"
+            }
         },
         // SAFETY: as above, over 16·chunks columns.
         2 => unsafe {
-            core::arch::asm!(
+            narrow! {
                 "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1",
                 "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
                 "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
@@ -1008,24 +1016,12 @@ fn narrow_fused_from_zero(
                 "vmovups [r8], zmm2", "vmovups [r8 + 64], zmm3", "add r8, {cs}",
                 "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "add r8, {cs}",
                 "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "add r8, {cs}",
-                "vzeroupper",
-                inout("rsi") a.as_ptr() => _,
-                inout("rdx") b.as_ptr() => _,
-                c = in(reg) c.as_mut_ptr(),
-                out("r8") _,
-                inout("rcx") depth => _,
-                ar = in(reg) a_row * 4,
-                ar3 = in(reg) a_row * 12,
-                astep = in(reg) a_step * 4,
-                bstep = in(reg) b_step * 4,
-                cs = in(reg) c_row * 4,
-                clobber_abi("C"),
-                options(nostack),
-            )
+                "vzeroupper"
+            }
         },
         // SAFETY: as above, over 16·chunks columns.
         3 => unsafe {
-            core::arch::asm!(
+            narrow! {
                 "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2",
                 "vpxord zmm3, zmm3, zmm3", "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
                 "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7", "vpxord zmm8, zmm8, zmm8",
@@ -1046,20 +1042,8 @@ fn narrow_fused_from_zero(
                 "vmovups [r8], zmm3", "vmovups [r8 + 64], zmm4", "vmovups [r8 + 128], zmm5", "add r8, {cs}",
                 "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "vmovups [r8 + 128], zmm8", "add r8, {cs}",
                 "vmovups [r8], zmm9", "vmovups [r8 + 64], zmm10", "vmovups [r8 + 128], zmm11", "add r8, {cs}",
-                "vzeroupper",
-                inout("rsi") a.as_ptr() => _,
-                inout("rdx") b.as_ptr() => _,
-                c = in(reg) c.as_mut_ptr(),
-                out("r8") _,
-                inout("rcx") depth => _,
-                ar = in(reg) a_row * 4,
-                ar3 = in(reg) a_row * 12,
-                astep = in(reg) a_step * 4,
-                bstep = in(reg) b_step * 4,
-                cs = in(reg) c_row * 4,
-                clobber_abi("C"),
-                options(nostack),
-            )
+                "vzeroupper"
+            }
         },
         _ => return false,
     }
