@@ -240,89 +240,61 @@ fn stream_sum(t: &Tensor) -> f32 {
     acc.iter().sum()
 }
 
-/// A decode step (Sq = 1) over 8 heads of K and V larger than the last-level cache, under
-/// `Sequential`: bytes of K and V per second, against one core's read bandwidth.
-fn bench_decode(c: &mut Criterion) {
+/// One decode group `name`: a step (Sq = 1) of `heads` query heads over `kv_heads` K/V heads
+/// of `sk` keys under `Sequential`, in bytes of K and V per second (each read once at best),
+/// next to `stream`, a plain read of the same K and V in the same run.
+fn decode_group(c: &mut Criterion, name: String, heads: usize, kv_heads: usize, sk: usize) {
     let options = SdpaOptions {
         scale: None,
         causal: true,
     };
-    let heads = 8;
-    for sk in [16_384usize, 65_536] {
-        let q = tensor(vec![1, heads, 1, HD], 1);
-        let k = tensor(vec![1, heads, sk, HD], 2);
-        let v = tensor(vec![1, heads, sk, HD], 3);
-        let mut group = c.benchmark_group(format!("sdpa_decode/sq1_hd64_sk{sk}"));
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(300))
-            .measurement_time(Duration::from_secs(2))
-            .throughput(Throughput::Bytes((2 * heads * sk * HD * 4) as u64));
-        group.bench_function("stream", |bench| {
-            bench.iter(|| stream_sum(black_box(&k)) + stream_sum(black_box(&v)))
+    let q = tensor(vec![1, heads, 1, HD], 1);
+    let k = tensor(vec![1, kv_heads, sk, HD], 2);
+    let v = tensor(vec![1, kv_heads, sk, HD], 3);
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .throughput(Throughput::Bytes((2 * kv_heads * sk * HD * 4) as u64));
+    group.bench_function("stream", |bench| {
+        bench.iter(|| stream_sum(black_box(&k)) + stream_sum(black_box(&v)))
+    });
+    for (name, config) in &modes() {
+        group.bench_function(*name, |bench| {
+            bench.iter(|| {
+                scaled_dot_product_attention_with(
+                    config,
+                    black_box(&q),
+                    black_box(&k),
+                    black_box(&v),
+                    None,
+                    &options,
+                    &Sequential,
+                )
+                .expect("valid shapes")
+            })
         });
-        for (name, config) in &modes() {
-            group.bench_function(*name, |bench| {
-                bench.iter(|| {
-                    scaled_dot_product_attention_with(
-                        config,
-                        black_box(&q),
-                        black_box(&k),
-                        black_box(&v),
-                        None,
-                        &options,
-                        &Sequential,
-                    )
-                    .expect("valid shapes")
-                })
-            });
-        }
-        group.finish();
+    }
+    group.finish();
+}
+
+/// A decode step over 8 heads of K and V larger than the last-level cache (64 and 256 MiB),
+/// against one core's read bandwidth.
+fn bench_decode(c: &mut Criterion) {
+    for sk in [16_384usize, 65_536] {
+        decode_group(c, format!("sdpa_decode/sq1_hd64_sk{sk}"), 8, 8, sk);
     }
 }
 
-/// A grouped-query decode step (Sq = 1, 32 query heads on 8 K/V heads) over K and V of
-/// 64 MiB, under `Sequential`: bytes of K and V per second (each read once at best), against
-/// one core's read bandwidth. Also over 2 MiB (`sk512`, inside the last-level cache): the
-/// arithmetic's own rate, the ceiling the 64 MiB step cannot pass whatever its reads.
+/// A grouped-query decode step (32 query heads on 8 K/V heads) over K and V of 64 MiB, and
+/// over 2 MiB (`sk512`, inside the last-level cache): the arithmetic's own rate, the ceiling
+/// the 64 MiB step cannot pass whatever its reads.
 fn bench_decode_gqa(c: &mut Criterion) {
-    let options = SdpaOptions {
-        scale: None,
-        causal: true,
-    };
     let (heads, kv_heads) = (32, 8);
     for sk in [512usize, 16_384] {
-        let q = tensor(vec![1, heads, 1, HD], 1);
-        let k = tensor(vec![1, kv_heads, sk, HD], 2);
-        let v = tensor(vec![1, kv_heads, sk, HD], 3);
-        let mut group = c.benchmark_group(format!(
-            "sdpa_decode_gqa/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}"
-        ));
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(300))
-            .measurement_time(Duration::from_secs(2))
-            .throughput(Throughput::Bytes((2 * kv_heads * sk * HD * 4) as u64));
-        group.bench_function("stream", |bench| {
-            bench.iter(|| stream_sum(black_box(&k)) + stream_sum(black_box(&v)))
-        });
-        for (name, config) in &modes() {
-            group.bench_function(*name, |bench| {
-                bench.iter(|| {
-                    scaled_dot_product_attention_with(
-                        config,
-                        black_box(&q),
-                        black_box(&k),
-                        black_box(&v),
-                        None,
-                        &options,
-                        &Sequential,
-                    )
-                    .expect("valid shapes")
-                })
-            });
-        }
-        group.finish();
+        let name = format!("sdpa_decode_gqa/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}");
+        decode_group(c, name, heads, kv_heads, sk);
     }
 }
 
