@@ -367,7 +367,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Scores<'_, '_, M, W> {
         let part = values.len().div_ceil(blocks.max(1)).next_multiple_of(16);
         for b in 0..blocks {
             let at = (b * part).min(values.len());
-            request(&values[at..(at + part).min(values.len())]);
+            prefetch_l2(&values[at..(at + part).min(values.len())]);
             // The last row of a block sees the most keys; the columns the others do not see
             // are computed and never read.
             let cols = counts[b * ROWS + ROWS - 1].next_multiple_of(LANES);
@@ -613,7 +613,7 @@ fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
         for rows in later {
             let part = rows.len().div_ceil(dims / LANES).next_multiple_of(16);
             let at = (d / LANES * part).min(rows.len());
-            request(&rows[at..(at + part).min(rows.len())]);
+            prefetch_l2(&rows[at..(at + part).min(rows.len())]);
         }
         chunk!(0);
         chunk!(1);
@@ -787,7 +787,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
         let mut r0 = 0;
         while r0 < rows {
             let at = (r0 / ROWS * part).min(next.len());
-            request(&next[at..(at + part).min(next.len())]);
+            prefetch_l2(&next[at..(at + part).min(next.len())]);
             let block = ROWS.min(rows - r0);
             let counts = &state.counts[r0..r0 + block];
             // The keys every row of a full block weighs share their loads; the rest go row by
@@ -878,15 +878,5 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
             }
             r0 += block;
         }
-    }
-}
-
-/// Requests the cache lines of `rows` into the second-level cache, one request per 16 values.
-#[inline(always)]
-fn request(rows: &[f32]) {
-    let mut at = 0;
-    while at < rows.len() {
-        prefetch_l2(&rows[at..at + 1]);
-        at += 16;
     }
 }

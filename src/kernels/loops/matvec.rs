@@ -12,7 +12,7 @@
 
 use core::ops::Range;
 
-use super::simd::{MulAdd, Simd, LANES};
+use super::simd::{prefetch_l1, MulAdd, Simd, LANES};
 
 /// Where the weight `b` of a product lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,22 +290,5 @@ fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize, const U: usiz
 /// values (a 64-byte line). A hint only: nothing is read architecturally, so no value changes.
 #[inline(always)]
 fn prefetch(data: &[f32], from: usize, to: usize) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    {
-        let to = to.min(data.len());
-        let mut i = from;
-        while i < to {
-            // SAFETY: `i < data.len()`, so the address lies inside `data`; a prefetch reads
-            // nothing architecturally and never faults. SSE (the instruction's feature) is
-            // part of the x86_64 baseline.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    data.as_ptr().add(i).cast::<i8>(),
-                );
-            }
-            i += 16;
-        }
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = (data, from, to);
+    prefetch_l1(data.get(from..to.min(data.len())).unwrap_or(&[]));
 }

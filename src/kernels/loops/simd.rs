@@ -582,17 +582,30 @@ mod neon {
 #[inline(always)]
 pub(crate) fn prefetch_l2(s: &[f32]) {
     #[cfg(target_arch = "x86_64")]
+    prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(s);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = s;
+}
+
+/// [`prefetch_l2`] into the first-level cache: for a stream read once, soon, and in order (a
+/// one-row product's weight).
+#[inline(always)]
+pub(crate) fn prefetch_l1(s: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(s);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = s;
+}
+
+/// One prefetch with `HINT` per 16 values (a 64-byte line) of `s`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch<const HINT: i32>(s: &[f32]) {
     for line in s.chunks(16) {
         // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads no value and cannot
         // fault, and the address is inside `s`.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(
-                line.as_ptr().cast(),
-            )
-        }
+        unsafe { core::arch::x86_64::_mm_prefetch::<HINT>(line.as_ptr().cast()) }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = s;
 }
 
 #[cfg(target_arch = "aarch64")]
