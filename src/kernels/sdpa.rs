@@ -2,7 +2,7 @@
 
 use super::config::KernelConfig;
 use super::error::ReusedScratch;
-use super::loops::attend::{scratch_len, Head};
+use super::loops::attend::{scratch_len, Head, CACHED_KV_BYTES};
 use super::parallel::{parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
@@ -172,6 +172,11 @@ pub fn scaled_dot_product_attention_with<'a>(
         fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
     };
     let attend = config.pick(&config.kernels().attend);
+    // K and V of the whole call, in bytes: whether a decode row may take them to be cached.
+    let kv_bytes = [dims.batch, heads / group.max(1), sk, hd]
+        .iter()
+        .fold(8u64, |w, &d| w.saturating_mul(d as u64));
+    let cached = kv_bytes <= CACHED_KV_BYTES;
     // A decode step's chunks are whole groups of heads sharing a K/V head when there are
     // groups enough for every task: each group is then one call that reads its K and V once,
     // instead of a region's pieces cutting groups in two and reading them twice. With fewer
@@ -226,6 +231,7 @@ pub fn scaled_dot_product_attention_with<'a>(
                     // One row sees every key, causal or not (`sq <= sk`).
                     causal: options.causal && rows == 1,
                     decode: sq == 1,
+                    cached,
                 };
                 attend(&head, o, &mut scores);
                 unit += rows;

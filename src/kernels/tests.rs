@@ -10,6 +10,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::loops::attend::{scratch_len, Head};
 use super::loops::simd::{Scalar, Simd, LANES};
 use super::{
     conv2d_with, cpu_kernels, linear_with, matmul_with, scaled_dot_product_attention_with,
@@ -169,6 +170,53 @@ fn sdpa_variants_agree_on_a_head_dim_running_every_chunk_pass() {
     let v = tensor(&[1, 1, sk, hd], 9);
     let mask = Tensor::from_fn(vec![1, 1, 1, sk], |j| j as f32 * -0.25).unwrap();
     sdpa_parity(&q, &k, &v, Some(&mask), &scaled(0.09));
+}
+
+#[test]
+fn sdpa_variants_agree_on_lone_decode_rows_over_blocks_of_32_keys() {
+    // 171 keys: a tile of 128 (four blocks of 32) and one of 43 (a block of 32, one of 8 and
+    // three single keys). Head dims 64 and 80 run the wide 32-key kernel where there is one;
+    // 72 (not a multiple of 16) does not.
+    let sk = 171;
+    for hd in [64, 72, 80] {
+        let q = tensor(&[1, 3, 1, hd], 10);
+        let k = tensor(&[1, 3, sk, hd], 11);
+        let v = tensor(&[1, 3, sk, hd], 12);
+        let mask = sparse_mask(1, sk, 7, 3);
+        sdpa_parity(&q, &k, &v, Some(&mask), &scaled(0.2));
+    }
+}
+
+#[test]
+fn a_lone_decode_row_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_not() {
+    // Cached, a lone row scores 32 keys at a time on the wide kernel where there is one; not
+    // cached, 8 at a time. Every variant in both modes gives one answer for both.
+    let (sk, hd) = (171, 64);
+    let (q, k, v) = (values(hd, 13), values(sk * hd, 14), values(sk * hd, 15));
+    for variant in registered() {
+        for attend in [variant.attend.portable, variant.attend.native] {
+            let run = |cached| {
+                let head = Head {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    mask: None,
+                    sq: 1,
+                    sk,
+                    hd,
+                    scale: 0.125,
+                    causal: true,
+                    decode: true,
+                    cached,
+                };
+                let mut out = vec![0.0f32; hd];
+                let mut scratch = vec![0.0f32; scratch_len(hd)];
+                attend(&head, &mut out, &mut scratch);
+                out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(run(true), run(false), "variant {}", variant.name());
+        }
+    }
 }
 
 #[test]

@@ -94,6 +94,15 @@ pub(crate) trait Wide: Copy {
     /// `exp_shifted_fused`). Returns how many values it did (0 where it has no such kernel,
     /// `lanes` untouched), the rest are the caller's.
     fn exp_shifted(self, xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize;
+
+    /// `out[x] = Σ_d q[d] · keys[x·hd + d]` for the 32 key rows `x < 32` of `keys` (read in
+    /// place, `hd = q.len()` values each), each one chain over `d` in increasing order from
+    /// `+0.0`, rounding as the mode does: the chains of the 8-lane row kernel, 32 keys at once
+    /// through 16 × 16 register transposes, two chains in flight. Requests `later` (the key
+    /// rows wanted next, 32 when whole) into L2, a line per step. Returns `false`, having done
+    /// nothing, where it has no such kernel, `hd` is not a positive multiple of 16 or the
+    /// slices are too short.
+    fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool;
 }
 
 /// No wide kernel: every block runs on the 8-lane backend.
@@ -160,6 +169,11 @@ impl Wide for Narrow {
     #[inline(always)]
     fn exp_shifted(self, _: &mut [f32], _: f32, _: &mut [f32; 8]) -> usize {
         0
+    }
+
+    #[inline(always)]
+    fn scores_1x32(self, _: &[f32], _: &[f32], _: &[f32], _: &mut [f32]) -> bool {
+        false
     }
 }
 
@@ -861,6 +875,293 @@ impl Wide for Avx512Attend {
     }
 
     #[inline(always)]
+    fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool {
+        let hd = q.len();
+        let fits = hd > 0
+            && hd % 16 == 0
+            && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
+            && out.len() >= 32
+            // Byte strides (16 rows of keys) fit an address register.
+            && hd.checked_mul(64).is_some_and(|n| n <= isize::MAX as usize);
+        if !fits {
+            return false;
+        }
+        // Whole, `later` is requested from the assembly, a line per step (32 lines per 16
+        // dimensions); otherwise here, and the assembly requests its first key line again and
+        // again (a step of 0: cheap, and never outside `keys`).
+        let (pk, pstep) = match later.len() == 32 * hd {
+            true => (later.as_ptr(), 32 * 64),
+            false => {
+                super::super::simd::prefetch_l2(later);
+                (keys.as_ptr(), 0usize)
+            }
+        };
+        let k = keys.as_ptr();
+        let k2 = keys[16 * hd..].as_ptr();
+        // One body for both modes: `fused` (an assembler constant) picks each step's
+        // `vfmadd231ps` or its `vmulps` then `vaddps`.
+        macro_rules! row_scores {
+            ($fused:literal) => {
+                // SAFETY: the token exists only where AVX-512F was detected. The assembly
+                // reads `keys[x·hd + d..][..16]` for `x < 32` and `d < hd` in steps of 16 and
+                // `q[..hd]`, and writes `out[..32]`, all inside the slices as checked above;
+                // it only requests (never reads) the lines of `later`, or of `keys` with a
+                // step of 0. It touches no other memory and no stack; every vector register it
+                // uses is call-clobbered (`clobber_abi`).
+                unsafe {
+                    core::arch::asm!(
+                        // Two chains, keys 0-15 in zmm30 and 16-31 in zmm31. Per 16 dimensions
+                        // each half's 16 key rows are loaded, transposed (register c holds
+                        // dimension d + c of the 16 keys) and stepped in increasing d, each
+                        // step requesting a line of `later`.
+                        "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
+                        "2:",
+                        "mov rax, rsi",
+                        "vmovups zmm0, [rax]", "add rax, {ss}",
+                        "vmovups zmm1, [rax]", "add rax, {ss}",
+                        "vmovups zmm2, [rax]", "add rax, {ss}",
+                        "vmovups zmm3, [rax]", "add rax, {ss}",
+                        "vmovups zmm4, [rax]", "add rax, {ss}",
+                        "vmovups zmm5, [rax]", "add rax, {ss}",
+                        "vmovups zmm6, [rax]", "add rax, {ss}",
+                        "vmovups zmm7, [rax]", "add rax, {ss}",
+                        "vmovups zmm8, [rax]", "add rax, {ss}",
+                        "vmovups zmm9, [rax]", "add rax, {ss}",
+                        "vmovups zmm10, [rax]", "add rax, {ss}",
+                        "vmovups zmm11, [rax]", "add rax, {ss}",
+                        "vmovups zmm12, [rax]", "add rax, {ss}",
+                        "vmovups zmm13, [rax]", "add rax, {ss}",
+                        "vmovups zmm14, [rax]", "add rax, {ss}",
+                        "vmovups zmm15, [rax]", "add rax, {ss}",
+                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
+                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
+                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
+                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
+                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
+                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
+                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
+                        "vunpcklps zmm0, zmm14, zmm15", "vunpckhps zmm1, zmm14, zmm15",
+                        "vunpcklpd zmm2, zmm16, zmm18", "vunpckhpd zmm3, zmm16, zmm18", "vunpcklpd zmm4, zmm17, zmm19", "vunpckhpd zmm5, zmm17, zmm19",
+                        "vunpcklpd zmm6, zmm20, zmm22", "vunpckhpd zmm7, zmm20, zmm22", "vunpcklpd zmm8, zmm21, zmm23", "vunpckhpd zmm9, zmm21, zmm23",
+                        "vunpcklpd zmm10, zmm24, zmm26", "vunpckhpd zmm11, zmm24, zmm26", "vunpcklpd zmm12, zmm25, zmm27", "vunpckhpd zmm13, zmm25, zmm27",
+                        "vunpcklpd zmm14, zmm28, zmm0", "vunpckhpd zmm15, zmm28, zmm0", "vunpcklpd zmm16, zmm29, zmm1", "vunpckhpd zmm17, zmm29, zmm1",
+                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm19, zmm2, zmm6, 0xdd",
+                        "vshuff32x4 zmm20, zmm10, zmm14, 0x88", "vshuff32x4 zmm21, zmm10, zmm14, 0xdd",
+                        "vshuff32x4 zmm22, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd",
+                        "vshuff32x4 zmm24, zmm11, zmm15, 0x88", "vshuff32x4 zmm25, zmm11, zmm15, 0xdd",
+                        "vshuff32x4 zmm26, zmm4, zmm8, 0x88", "vshuff32x4 zmm27, zmm4, zmm8, 0xdd",
+                        "vshuff32x4 zmm28, zmm12, zmm16, 0x88", "vshuff32x4 zmm29, zmm12, zmm16, 0xdd",
+                        "vshuff32x4 zmm0, zmm5, zmm9, 0x88", "vshuff32x4 zmm1, zmm5, zmm9, 0xdd",
+                        "vshuff32x4 zmm2, zmm13, zmm17, 0x88", "vshuff32x4 zmm6, zmm13, zmm17, 0xdd",
+                        "vshuff32x4 zmm10, zmm18, zmm20, 0x88", "vshuff32x4 zmm14, zmm18, zmm20, 0xdd",
+                        "vshuff32x4 zmm3, zmm19, zmm21, 0x88", "vshuff32x4 zmm7, zmm19, zmm21, 0xdd",
+                        "vshuff32x4 zmm11, zmm22, zmm24, 0x88", "vshuff32x4 zmm15, zmm22, zmm24, 0xdd",
+                        "vshuff32x4 zmm4, zmm23, zmm25, 0x88", "vshuff32x4 zmm8, zmm23, zmm25, 0xdd",
+                        "vshuff32x4 zmm12, zmm26, zmm28, 0x88", "vshuff32x4 zmm16, zmm26, zmm28, 0xdd",
+                        "vshuff32x4 zmm5, zmm27, zmm29, 0x88", "vshuff32x4 zmm9, zmm27, zmm29, 0xdd",
+                        "vshuff32x4 zmm13, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
+                        "vshuff32x4 zmm18, zmm1, zmm6, 0x88", "vshuff32x4 zmm20, zmm1, zmm6, 0xdd",
+                        "vbroadcastss zmm21, [rdx + 0]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm10",
+                        ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm30, zmm30, zmm19", ".endif",
+                        "prefetcht1 [r8 + 0]",
+                        "vbroadcastss zmm24, [rdx + 4]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm24, zmm11",
+                        ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm30, zmm30, zmm22", ".endif",
+                        "prefetcht1 [r8 + 64]",
+                        "vbroadcastss zmm25, [rdx + 8]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm12",
+                        ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm30, zmm30, zmm23", ".endif",
+                        "prefetcht1 [r8 + 128]",
+                        "vbroadcastss zmm28, [rdx + 12]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm28, zmm13",
+                        ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm30, zmm30, zmm26", ".endif",
+                        "prefetcht1 [r8 + 192]",
+                        "vbroadcastss zmm29, [rdx + 16]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm3",
+                        ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm30, zmm30, zmm27", ".endif",
+                        "prefetcht1 [r8 + 256]",
+                        "vbroadcastss zmm2, [rdx + 20]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm2, zmm4",
+                        ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm30, zmm30, zmm0", ".endif",
+                        "prefetcht1 [r8 + 320]",
+                        "vbroadcastss zmm6, [rdx + 24]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm6, zmm5",
+                        ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm30, zmm30, zmm1", ".endif",
+                        "prefetcht1 [r8 + 384]",
+                        "vbroadcastss zmm21, [rdx + 28]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm18",
+                        ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm30, zmm30, zmm19", ".endif",
+                        "prefetcht1 [r8 + 448]",
+                        "vbroadcastss zmm22, [rdx + 32]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm22, zmm14",
+                        ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm30, zmm30, zmm10", ".endif",
+                        "prefetcht1 [r8 + 512]",
+                        "vbroadcastss zmm11, [rdx + 36]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm11, zmm15",
+                        ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm30, zmm30, zmm24", ".endif",
+                        "prefetcht1 [r8 + 576]",
+                        "vbroadcastss zmm25, [rdx + 40]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm16",
+                        ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm30, zmm30, zmm23", ".endif",
+                        "prefetcht1 [r8 + 640]",
+                        "vbroadcastss zmm26, [rdx + 44]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm26, zmm17",
+                        ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm30, zmm30, zmm12", ".endif",
+                        "prefetcht1 [r8 + 704]",
+                        "vbroadcastss zmm13, [rdx + 48]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm13, zmm7",
+                        ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm30, zmm30, zmm28", ".endif",
+                        "prefetcht1 [r8 + 768]",
+                        "vbroadcastss zmm29, [rdx + 52]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm8",
+                        ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm30, zmm30, zmm27", ".endif",
+                        "prefetcht1 [r8 + 832]",
+                        "vbroadcastss zmm0, [rdx + 56]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm0, zmm9",
+                        ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm30, zmm30, zmm3", ".endif",
+                        "prefetcht1 [r8 + 896]",
+                        "vbroadcastss zmm4, [rdx + 60]",
+                        ".if {fused}", "vfmadd231ps zmm30, zmm4, zmm20",
+                        ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm30, zmm30, zmm2", ".endif",
+                        "prefetcht1 [r8 + 960]",
+                        "mov rax, rdi",
+                        "vmovups zmm0, [rax]", "add rax, {ss}",
+                        "vmovups zmm1, [rax]", "add rax, {ss}",
+                        "vmovups zmm2, [rax]", "add rax, {ss}",
+                        "vmovups zmm3, [rax]", "add rax, {ss}",
+                        "vmovups zmm4, [rax]", "add rax, {ss}",
+                        "vmovups zmm5, [rax]", "add rax, {ss}",
+                        "vmovups zmm6, [rax]", "add rax, {ss}",
+                        "vmovups zmm7, [rax]", "add rax, {ss}",
+                        "vmovups zmm8, [rax]", "add rax, {ss}",
+                        "vmovups zmm9, [rax]", "add rax, {ss}",
+                        "vmovups zmm10, [rax]", "add rax, {ss}",
+                        "vmovups zmm11, [rax]", "add rax, {ss}",
+                        "vmovups zmm12, [rax]", "add rax, {ss}",
+                        "vmovups zmm13, [rax]", "add rax, {ss}",
+                        "vmovups zmm14, [rax]", "add rax, {ss}",
+                        "vmovups zmm15, [rax]", "add rax, {ss}",
+                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
+                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
+                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
+                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
+                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
+                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
+                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
+                        "vunpcklps zmm0, zmm14, zmm15", "vunpckhps zmm1, zmm14, zmm15",
+                        "vunpcklpd zmm2, zmm16, zmm18", "vunpckhpd zmm3, zmm16, zmm18", "vunpcklpd zmm4, zmm17, zmm19", "vunpckhpd zmm5, zmm17, zmm19",
+                        "vunpcklpd zmm6, zmm20, zmm22", "vunpckhpd zmm7, zmm20, zmm22", "vunpcklpd zmm8, zmm21, zmm23", "vunpckhpd zmm9, zmm21, zmm23",
+                        "vunpcklpd zmm10, zmm24, zmm26", "vunpckhpd zmm11, zmm24, zmm26", "vunpcklpd zmm12, zmm25, zmm27", "vunpckhpd zmm13, zmm25, zmm27",
+                        "vunpcklpd zmm14, zmm28, zmm0", "vunpckhpd zmm15, zmm28, zmm0", "vunpcklpd zmm16, zmm29, zmm1", "vunpckhpd zmm17, zmm29, zmm1",
+                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm19, zmm2, zmm6, 0xdd",
+                        "vshuff32x4 zmm20, zmm10, zmm14, 0x88", "vshuff32x4 zmm21, zmm10, zmm14, 0xdd",
+                        "vshuff32x4 zmm22, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd",
+                        "vshuff32x4 zmm24, zmm11, zmm15, 0x88", "vshuff32x4 zmm25, zmm11, zmm15, 0xdd",
+                        "vshuff32x4 zmm26, zmm4, zmm8, 0x88", "vshuff32x4 zmm27, zmm4, zmm8, 0xdd",
+                        "vshuff32x4 zmm28, zmm12, zmm16, 0x88", "vshuff32x4 zmm29, zmm12, zmm16, 0xdd",
+                        "vshuff32x4 zmm0, zmm5, zmm9, 0x88", "vshuff32x4 zmm1, zmm5, zmm9, 0xdd",
+                        "vshuff32x4 zmm2, zmm13, zmm17, 0x88", "vshuff32x4 zmm6, zmm13, zmm17, 0xdd",
+                        "vshuff32x4 zmm10, zmm18, zmm20, 0x88", "vshuff32x4 zmm14, zmm18, zmm20, 0xdd",
+                        "vshuff32x4 zmm3, zmm19, zmm21, 0x88", "vshuff32x4 zmm7, zmm19, zmm21, 0xdd",
+                        "vshuff32x4 zmm11, zmm22, zmm24, 0x88", "vshuff32x4 zmm15, zmm22, zmm24, 0xdd",
+                        "vshuff32x4 zmm4, zmm23, zmm25, 0x88", "vshuff32x4 zmm8, zmm23, zmm25, 0xdd",
+                        "vshuff32x4 zmm12, zmm26, zmm28, 0x88", "vshuff32x4 zmm16, zmm26, zmm28, 0xdd",
+                        "vshuff32x4 zmm5, zmm27, zmm29, 0x88", "vshuff32x4 zmm9, zmm27, zmm29, 0xdd",
+                        "vshuff32x4 zmm13, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
+                        "vshuff32x4 zmm18, zmm1, zmm6, 0x88", "vshuff32x4 zmm20, zmm1, zmm6, 0xdd",
+                        "vbroadcastss zmm21, [rdx + 0]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm10",
+                        ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm31, zmm31, zmm19", ".endif",
+                        "prefetcht1 [r8 + 1024]",
+                        "vbroadcastss zmm24, [rdx + 4]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm24, zmm11",
+                        ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm31, zmm31, zmm22", ".endif",
+                        "prefetcht1 [r8 + 1088]",
+                        "vbroadcastss zmm25, [rdx + 8]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm12",
+                        ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm31, zmm31, zmm23", ".endif",
+                        "prefetcht1 [r8 + 1152]",
+                        "vbroadcastss zmm28, [rdx + 12]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm28, zmm13",
+                        ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm31, zmm31, zmm26", ".endif",
+                        "prefetcht1 [r8 + 1216]",
+                        "vbroadcastss zmm29, [rdx + 16]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm3",
+                        ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm31, zmm31, zmm27", ".endif",
+                        "prefetcht1 [r8 + 1280]",
+                        "vbroadcastss zmm2, [rdx + 20]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm2, zmm4",
+                        ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm31, zmm31, zmm0", ".endif",
+                        "prefetcht1 [r8 + 1344]",
+                        "vbroadcastss zmm6, [rdx + 24]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm6, zmm5",
+                        ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm31, zmm31, zmm1", ".endif",
+                        "prefetcht1 [r8 + 1408]",
+                        "vbroadcastss zmm21, [rdx + 28]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm18",
+                        ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm31, zmm31, zmm19", ".endif",
+                        "prefetcht1 [r8 + 1472]",
+                        "vbroadcastss zmm22, [rdx + 32]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm22, zmm14",
+                        ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm31, zmm31, zmm10", ".endif",
+                        "prefetcht1 [r8 + 1536]",
+                        "vbroadcastss zmm11, [rdx + 36]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm11, zmm15",
+                        ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm31, zmm31, zmm24", ".endif",
+                        "prefetcht1 [r8 + 1600]",
+                        "vbroadcastss zmm25, [rdx + 40]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm16",
+                        ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm31, zmm31, zmm23", ".endif",
+                        "prefetcht1 [r8 + 1664]",
+                        "vbroadcastss zmm26, [rdx + 44]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm26, zmm17",
+                        ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm31, zmm31, zmm12", ".endif",
+                        "prefetcht1 [r8 + 1728]",
+                        "vbroadcastss zmm13, [rdx + 48]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm13, zmm7",
+                        ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm31, zmm31, zmm28", ".endif",
+                        "prefetcht1 [r8 + 1792]",
+                        "vbroadcastss zmm29, [rdx + 52]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm8",
+                        ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm31, zmm31, zmm27", ".endif",
+                        "prefetcht1 [r8 + 1856]",
+                        "vbroadcastss zmm0, [rdx + 56]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm0, zmm9",
+                        ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm31, zmm31, zmm3", ".endif",
+                        "prefetcht1 [r8 + 1920]",
+                        "vbroadcastss zmm4, [rdx + 60]",
+                        ".if {fused}", "vfmadd231ps zmm31, zmm4, zmm20",
+                        ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm31, zmm31, zmm2", ".endif",
+                        "prefetcht1 [r8 + 1984]",
+                        "add rsi, 64", "add rdi, 64", "add rdx, 64", "add r8, {pstep}",
+                        "dec r10", "jnz 2b",
+                        "vmovups [{out}], zmm30", "vmovups [{out} + 64], zmm31",
+                        "vzeroupper",
+                        fused = const $fused,
+                        pstep = in(reg) pstep,
+                        ss = in(reg) hd * 4,
+                        out = in(reg) out.as_mut_ptr(),
+                        inout("rsi") k => _,
+                        inout("rdi") k2 => _,
+                        inout("rdx") q.as_ptr() => _,
+                        inout("r8") pk => _,
+                        inout("r10") hd / 16 => _,
+                        out("rax") _,
+                        clobber_abi("C"),
+                        options(nostack),
+                    )
+                }
+            };
+        }
+        match self.step {
+            Step::Fused => row_scores!(1),
+            Step::Unfused => row_scores!(0),
+        }
+        true
+    }
+
+    #[inline(always)]
     fn block_4x16n_from_zero(
         self,
         chunks: usize,
@@ -1445,6 +1746,63 @@ mod tests {
             assert!(!wide.block_4x16n_from_zero(1, &a, 4, 1, &b, 64, 8, &mut c[..3 * 64 + 15], 64));
         }
         assert!(c.iter().all(|&x| x == -7.0));
+    }
+
+    /// `Σ_d q[d] · key[d]` as one chain from `+0.0` in increasing `d`, rounded as `step`.
+    fn row_chain(step: Step, q: &[f32], key: &[f32]) -> f32 {
+        q.iter().zip(key).fold(0.0f32, |acc, (&a, &b)| match step {
+            Step::Unfused => acc + a * b,
+            Step::Fused => a.mul_add(b, acc),
+        })
+    }
+
+    #[test]
+    fn one_row_scores_over_32_keys_have_the_bits_of_each_keys_chain() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            for hd in [16, 64, 80] {
+                // Values of every magnitude, plus a NaN, infinities and signed zeros among
+                // the keys, so that a lane out of place or a fused step shows in the bits.
+                let q: Vec<f32> = (0..hd).map(|d| (d as f32 * 0.73).sin() * 3.0).collect();
+                let mut keys: Vec<f32> = (0..33 * hd)
+                    .map(|i| (i as f32 * 0.377).cos() * (1 << (i % 9)) as f32)
+                    .collect();
+                keys[5 * hd + 3] = f32::NAN;
+                keys[17 * hd] = f32::INFINITY;
+                keys[30 * hd + hd - 1] = -0.0;
+                let ahead = vec![0.0f32; 32 * hd];
+                // Requests from the assembly (32 whole rows) and from the caller (a part).
+                for later in [&ahead[..], &ahead[..hd]] {
+                    let mut got = vec![-7.0f32; 33];
+                    assert!(wide.scores_1x32(&q, &keys, later, &mut got));
+                    for (x, &y) in got[..32].iter().enumerate() {
+                        let want = row_chain(step, &q, &keys[x * hd..(x + 1) * hd]);
+                        assert_eq!(y.to_bits(), want.to_bits(), "{step:?}, hd {hd}, key {x}");
+                    }
+                    assert_eq!(got[32], -7.0, "only 32 scores are written");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_row_scores_are_refused_for_a_ragged_head_or_too_few_keys_or_outputs() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            let keys = vec![1.0f32; 32 * 64];
+            let mut out = vec![-7.0f32; 32];
+            let none: &[f32] = &[];
+            // hd 0 and 8 (not a multiple of 16), 31 keys, 31 outputs.
+            assert!(!wide.scores_1x32(&[], &keys, none, &mut out));
+            assert!(!wide.scores_1x32(&[1.0; 8], &keys, none, &mut out));
+            assert!(!wide.scores_1x32(&[1.0; 64], &keys[..31 * 64 + 63], none, &mut out));
+            assert!(!wide.scores_1x32(&[1.0; 64], &keys, none, &mut out[..31]));
+            assert!(out.iter().all(|&x| x == -7.0));
+        }
     }
 
     #[test]
