@@ -177,6 +177,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 // in place, so K is streamed once and never packed.
                 s.outlined(RowScores {
                     mode,
+                    wide,
                     h,
                     g0,
                     rows,
@@ -447,8 +448,9 @@ fn scores_in_place<W: Wide>(
 /// transposed in registers and used by up to [`ROWS`] rows at once, so each key's chain over
 /// `d` is the one of [`scores_block`] (from `+0.0`, increasing `d`, in `mode`): the same bits
 /// as the packed path, with no packed tile written and read back.
-struct RowScores<'a, 'h, M> {
+struct RowScores<'a, 'h, M, W> {
     mode: M,
+    wide: W,
     h: &'a Head<'h>,
     g0: usize,
     rows: usize,
@@ -457,13 +459,14 @@ struct RowScores<'a, 'h, M> {
     scores: &'a mut [f32],
 }
 
-impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
+impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for RowScores<'_, '_, M, W> {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
         let Self {
             mode,
+            wide,
             h,
             g0,
             rows,
@@ -478,6 +481,7 @@ impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
             // takes two chunks at a time, four chains in flight. A lone row keeps one chunk
             // (measured: two gained nothing, their registers spill).
             let tile = RowTile {
+                wide,
                 h,
                 g0,
                 r0,
@@ -498,7 +502,8 @@ impl<S: Simd, M: MulAdd> Phase<S> for RowScores<'_, '_, M> {
 }
 
 /// The scores of one block of up to [`ROWS`] decode rows against a key tile.
-struct RowTile<'a, 'h> {
+struct RowTile<'a, 'h, W> {
+    wide: W,
     h: &'a Head<'h>,
     g0: usize,
     r0: usize,
@@ -511,13 +516,15 @@ struct RowTile<'a, 'h> {
     ahead: bool,
 }
 
-impl RowTile<'_, '_> {
+impl<W: Wide> RowTile<'_, '_, W> {
     /// Rows `R` at once, `8·C` keys at a time while whole chunks last, then eight, then one by
-    /// one. The last row sees the most keys; the columns the others do not see are computed
-    /// and never read.
+    /// one; a block of four rows goes 32 keys at a time on the wide kernel first, where there
+    /// is one (the same chains). The last row sees the most keys; the columns the others do
+    /// not see are computed and never read.
     #[inline(always)]
     fn run<S: Simd, M: MulAdd, const R: usize, const C: usize>(self, s: S, mode: M) {
         let Self {
+            wide,
             h,
             g0,
             r0,
@@ -543,6 +550,20 @@ impl RowTile<'_, '_> {
             }
         };
         let mut j = 0;
+        while R == 4 && j + 32 <= count {
+            // Four rows against 32 keys: eight chains of 16 lanes, enough to keep AVX-512's
+            // multiply-adds busy, where 8-lane chains of four rows wait on their latency.
+            let block = &keys[j * hd..(j + 32) * hd];
+            let later = later(j, 32);
+            let whole = later.iter().all(|rows| rows.len() == 32 * hd);
+            if !wide.scores_4x32(q, hd, block, later, &mut scores[j..], KEY_TILE) {
+                break;
+            }
+            if !whole {
+                later.into_iter().for_each(prefetch_l2);
+            }
+            j += 32;
+        }
         while j + C * LANES <= count {
             let block = &keys[j * hd..(j + C * LANES) * hd];
             let later = later(j, C * LANES);
