@@ -1009,3 +1009,46 @@ fn stacked_decode_rows_of_groups_of_three_and_five_have_one_heads_bits_in_every_
         }
     }
 }
+
+#[test]
+fn stacked_decode_rows_of_groups_of_one_to_four_have_one_heads_bits_in_every_variant() {
+    // Groups of 1, 2, 3 and 4 query heads on a K/V head: four stacked rows take the wide score
+    // kernel where there is one (32 keys at a time, the values requested by the weighted sum),
+    // fewer take the 8-lane ones; each row must equal its head computed alone, in every
+    // compiled variant and both modes, over several tiles and a ragged last one, at head dims
+    // whose values the wide weighted sum does (64, 128) and does not (80) take.
+    let variants = available_variants();
+    let sk = 700;
+    for (heads, kv_heads) in [(3, 3), (6, 3), (9, 3), (12, 3)] {
+        for hd in [64, 80, 128] {
+            let q = uniform(&[1, heads, 1, hd], 41);
+            let k = uniform(&[1, kv_heads, sk, hd], 42);
+            let v = uniform(&[1, kv_heads, sk, hd], 43);
+            let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
+            for variant in &variants {
+                for precision in [Precision::Portable, Precision::Native] {
+                    let config = KernelConfig::new(variant.clone()).with_precision(precision);
+                    let run = |k: &Tensor, v: &Tensor| {
+                        scaled_dot_product_attention_with(
+                            &config,
+                            &q,
+                            k,
+                            v,
+                            None,
+                            &opts(true, None),
+                            &Sequential,
+                        )
+                        .unwrap()
+                        .to_bits()
+                    };
+                    assert_eq!(
+                        run(&k, &v),
+                        run(&kt, &vt),
+                        "{} {precision:?} H={heads} nKV={kv_heads} hd={hd}",
+                        variant.name()
+                    );
+                }
+            }
+        }
+    }
+}

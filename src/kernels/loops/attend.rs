@@ -28,9 +28,10 @@
 //! 64 columns at a time on it, in the same chains. A decode group (one query row per head,
 //! the heads of a GQA group stacked as its rows, or any group of fewer than [`ROWS`] rows)
 //! packs nothing: it reads each key row in place, eight at a time through a register
-//! transpose shared by up to [`ROWS`] rows ([`RowScores`]), weighs V rows in place
-//! ([`StreamWeigh`]), and requests K and V rows [`AHEAD`] keys before it uses them, so that
-//! one core keeps enough memory reads in flight to stream them.
+//! transpose shared by up to [`ROWS`] rows ([`RowScores`]; a block of four 32 at a time on
+//! the wide kernel), weighs V rows in place ([`StreamWeigh`]), and requests K and V rows
+//! [`AHEAD`] keys before it uses them, so that one core keeps enough memory reads in flight
+//! to stream them.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -55,7 +56,10 @@ pub(crate) const KEY_TILE: usize = 128;
 /// tiles, or touching each page eight tiles ahead as well, gained nothing at 256 MiB). The
 /// requests for both go out a few lines at a time from the score loop, spread over its
 /// arithmetic: issued in bursts (a tile's rows back to back) they cost a quarter of one core's
-/// throughput at 64 MiB.
+/// throughput at 64 MiB. Where the wide kernels run (a block of four stacked rows), each
+/// phase requests its own stream at the pace it reads it, K from the scores and V from the
+/// weighted sum: from the score kernel, twice as fast as the 8-lane one, the requests for
+/// both ran ahead of memory and read 47 % of a same-size stream, paced 74 % (h32/kv8, 64 MiB).
 const AHEAD: usize = KEY_TILE;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
@@ -454,6 +458,14 @@ fn scores_in_place<W: Wide>(
     true
 }
 
+/// Whether a decode block's weighted sum requests the values wanted later (on the wide kernel,
+/// at the pace it reads values), so that its score phase requests only keys: a full block
+/// whose rows see the same keys, in whole 64-value rows.
+#[inline(always)]
+fn values_by_weigh(hd: usize, counts: &[usize]) -> bool {
+    counts.len() == ROWS && hd % 64 == 0 && counts.iter().all(|&c| c == counts[0])
+}
+
 /// The raw dot products of each of a decode group's rows with the tile's keys it sees,
 /// straight from the key rows, into `scores[r · KEY_TILE + j]`. Eight keys at a time are
 /// transposed in registers and used by up to [`ROWS`] rows at once, so each key's chain over
@@ -529,8 +541,9 @@ struct RowTile<'a, 'h, W> {
 
 impl<W: Wide> RowTile<'_, '_, W> {
     /// Rows `R` at once, `8·C` keys at a time while whole chunks last, then eight, then one by
-    /// one. The last row sees the most keys; the columns the others do not see are computed
-    /// and never read.
+    /// one; a block of four rows goes 32 keys at a time on the wide kernel first, where there
+    /// is one (the same chains). The last row sees the most keys; the columns the others do
+    /// not see are computed and never read.
     #[inline(always)]
     fn run<S: Simd, M: MulAdd, const R: usize, const C: usize>(self, s: S, mode: M) {
         let Self {
@@ -573,6 +586,24 @@ impl<W: Wide> RowTile<'_, '_, W> {
                 }
                 j += 32;
             }
+        }
+        while R == 4 && j + 32 <= count {
+            // Four rows against 32 keys: eight chains of 16 lanes, enough to keep AVX-512's
+            // multiply-adds busy, where 8-lane chains of four rows wait on their latency. It
+            // requests a line of the keys wanted later per line it reads; the weighted sum
+            // requests the values the same way (see [`AHEAD`]).
+            let block = &keys[j * hd..(j + 32) * hd];
+            let [k_later, v_later] = later(j, 32);
+            if !wide.scores_4x32(q, hd, block, k_later, &mut scores[j..], KEY_TILE) {
+                break;
+            }
+            if k_later.len() != 32 * hd {
+                prefetch_l2(k_later);
+            }
+            if !values_by_weigh(hd, counts) {
+                prefetch_l2(v_later);
+            }
+            j += 32;
         }
         while j + C * LANES <= count {
             let block = &keys[j * hd..(j + C * LANES) * hd];
@@ -894,9 +925,26 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
             let out = &mut group[r0 * hd..(r0 + block) * hd];
             if block == ROWS && counts[r0..r0 + ROWS].iter().all(|&c| c == n) {
                 let w = &scores[r0 * KEY_TILE..];
+                // The first block requests the values wanted later (the score phase requested
+                // only keys where the wide score kernel ran: the same condition).
+                let later = match r0 == 0 && values_by_weigh(hd, &counts[r0..r0 + ROWS]) {
+                    true => h.v.get((t0 + AHEAD) * hd..).unwrap_or(&[]),
+                    false => &[],
+                };
                 let by_wide = hd % 64 == 0
                     && (0..hd).step_by(64).all(|c| {
-                        wide.block_4x64(w, 1, KEY_TILE, &v[c..], hd, n, &mut out[c..], hd)
+                        let later = later.get(c..).unwrap_or(&[]);
+                        wide.block_4x64_ahead(
+                            w,
+                            1,
+                            KEY_TILE,
+                            &v[c..],
+                            hd,
+                            n,
+                            &mut out[c..],
+                            hd,
+                            later,
+                        )
                     });
                 if !by_wide {
                     weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, n, v, hd);

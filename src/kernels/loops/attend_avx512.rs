@@ -35,6 +35,24 @@ pub(crate) trait Wide: Copy {
         c_row: usize,
     ) -> bool;
 
+    /// [`block_4x64`](Self::block_4x64), also requesting into L2 the lines of `ahead` at the
+    /// offsets it reads `b` at, one per line read, spread over its products: a stream's rows
+    /// wanted later are requested at the pace the rows in use are read. Without such lines
+    /// in `ahead` (an empty slice, a short one) it requests nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn block_4x64_ahead(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+        ahead: &[f32],
+    ) -> bool;
+
     /// [`block_4x64`](Self::block_4x64) with the sums starting at `+0.0`, as the 8-lane
     /// score kernel starts its chains: `c` is written, never read.
     #[allow(clippy::too_many_arguments)]
@@ -103,6 +121,24 @@ pub(crate) trait Wide: Copy {
     /// nothing, where it has no such kernel, `hd` is not a positive multiple of 16 or the
     /// slices are too short.
     fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool;
+
+    /// `out[r·out_row + x] = Σ_{d < hd} q[r·hd + d] · keys[x·hd + d]` for `r < 4`, `x < 32`,
+    /// each one chain from `+0.0` in increasing `d`, rounding as `step` (the chains of the
+    /// decode score loop), reading the 32 key rows in place through 16 × 16 register
+    /// transposes. `ahead` holds key rows wanted later: where it is 32 rows long, one of its
+    /// lines goes to L2 per line of `keys` read, spread over the arithmetic (the caller
+    /// requests rows of other lengths; the values wanted later are the weighted sum's to
+    /// request, at its own pace). Returns `false`, having done nothing, where it has no such
+    /// kernel, `hd` is not a positive multiple of 16 or the slices are too short.
+    fn scores_4x32(
+        self,
+        q: &[f32],
+        hd: usize,
+        keys: &[f32],
+        ahead: &[f32],
+        out: &mut [f32],
+        out_row: usize,
+    ) -> bool;
 }
 
 /// No wide kernel: every block runs on the 8-lane backend.
@@ -121,6 +157,22 @@ impl Wide for Narrow {
         _: usize,
         _: &mut [f32],
         _: usize,
+    ) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn block_4x64_ahead(
+        self,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &mut [f32],
+        _: usize,
+        _: &[f32],
     ) -> bool {
         false
     }
@@ -173,6 +225,19 @@ impl Wide for Narrow {
 
     #[inline(always)]
     fn scores_1x32(self, _: &[f32], _: &[f32], _: &[f32], _: &mut [f32]) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn scores_4x32(
+        self,
+        _: &[f32],
+        _: usize,
+        _: &[f32],
+        _: &[f32],
+        _: &mut [f32],
+        _: usize,
+    ) -> bool {
         false
     }
 }
@@ -1175,12 +1240,626 @@ impl Wide for Avx512Attend {
         c_row: usize,
     ) -> bool {
         match (self.step, chunks) {
-            (Step::Fused, 4) => self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true),
+            (Step::Fused, 4) => self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true, &[]),
             (Step::Fused, 1..=3) => {
                 narrow_fused_from_zero(chunks, a, a_step, a_row, b, b_step, depth, c, c_row)
             }
             _ => false,
         }
+    }
+
+    #[inline(always)]
+    fn scores_4x32(
+        self,
+        q: &[f32],
+        hd: usize,
+        keys: &[f32],
+        ahead: &[f32],
+        out: &mut [f32],
+        out_row: usize,
+    ) -> bool {
+        let fits = hd > 0
+            && hd % 16 == 0
+            && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
+            && hd.checked_mul(4).is_some_and(|n| n <= q.len())
+            && reach(1, 0, out_row, 32).is_some_and(|n| n <= out.len())
+            // Byte strides fit an address register (a row stride times 2 in the requests).
+            && [hd, out_row]
+                .iter()
+                .all(|&s| s.checked_mul(8).is_some_and(|n| n <= isize::MAX as usize));
+        if !fits {
+            return false;
+        }
+        // Requests for a whole 32-row block; otherwise the kernel requests the keys it is
+        // about to read (harmless, and no branch among the products).
+        let pk = match ahead.len() == 32 * hd {
+            true => ahead.as_ptr(),
+            false => keys.as_ptr(),
+        };
+        match self.step {
+            // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
+            // `keys[x·hd + d..][..16]` for `x < 32` and `d` a multiple of 16 below `hd`,
+            // `q[r·hd + d]` for `r < 4`, `d < hd`, and writes `out[r·out_row..][..32]` — all
+            // inside the slices, as just checked; its prefetches (which never fault) name
+            // lines of `ahead`'s rows or of `keys`. It touches no other memory and no stack; every vector
+            // register it uses is call-clobbered (`clobber_abi`).
+            Step::Fused => unsafe {
+                core::arch::asm!(
+                    "vpxord zmm24, zmm24, zmm24", "vpxord zmm25, zmm25, zmm25", "vpxord zmm26, zmm26, zmm26", "vpxord zmm27, zmm27, zmm27",
+                    "vpxord zmm28, zmm28, zmm28", "vpxord zmm29, zmm29, zmm29", "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
+                    "2:",
+                    // The next 32 lines of the K and of the V rows requested per 16 dimensions, in
+                    // address order, spread over the products (a burst stalls the loads behind it).
+                    // Keys 0..16 then 16..32: 16 rows in, a 16 × 16 transpose, then the four rows' steps
+                    // for each dimension in increasing order.
+                    "mov rax, rdx",
+                    "vmovups zmm0, [rax]", "add rax, {ss}",
+                    "vmovups zmm1, [rax]", "add rax, {ss}",
+                    "vmovups zmm2, [rax]", "add rax, {ss}",
+                    "vmovups zmm3, [rax]", "add rax, {ss}",
+                    "vmovups zmm4, [rax]", "add rax, {ss}",
+                    "vmovups zmm5, [rax]", "add rax, {ss}",
+                    "vmovups zmm6, [rax]", "add rax, {ss}",
+                    "vmovups zmm7, [rax]", "add rax, {ss}",
+                    "vmovups zmm8, [rax]", "add rax, {ss}",
+                    "vmovups zmm9, [rax]", "add rax, {ss}",
+                    "vmovups zmm10, [rax]", "add rax, {ss}",
+                    "vmovups zmm11, [rax]", "add rax, {ss}",
+                    "vmovups zmm12, [rax]", "add rax, {ss}",
+                    "vmovups zmm13, [rax]", "add rax, {ss}",
+                    "vmovups zmm14, [rax]", "add rax, {ss}",
+                    "vmovups zmm15, [rax]", "add rax, {ss}",
+                    "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
+                    "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
+                    "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
+                    "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
+                    "vunpcklps zmm0, zmm8, zmm9", "vunpckhps zmm1, zmm8, zmm9",
+                    "vunpcklps zmm2, zmm10, zmm11", "vunpckhps zmm3, zmm10, zmm11",
+                    "vunpcklps zmm4, zmm12, zmm13", "vunpckhps zmm5, zmm12, zmm13",
+                    "vunpcklps zmm6, zmm14, zmm15", "vunpckhps zmm7, zmm14, zmm15",
+                    "vunpcklpd zmm8, zmm16, zmm18", "vunpckhpd zmm9, zmm16, zmm18",
+                    "vunpcklpd zmm10, zmm17, zmm19", "vunpckhpd zmm11, zmm17, zmm19",
+                    "vunpcklpd zmm12, zmm20, zmm22", "vunpckhpd zmm13, zmm20, zmm22",
+                    "vunpcklpd zmm14, zmm21, zmm23", "vunpckhpd zmm15, zmm21, zmm23",
+                    "vunpcklpd zmm16, zmm0, zmm2", "vunpckhpd zmm18, zmm0, zmm2",
+                    "vunpcklpd zmm17, zmm1, zmm3", "vunpckhpd zmm19, zmm1, zmm3",
+                    "vunpcklpd zmm20, zmm4, zmm6", "vunpckhpd zmm22, zmm4, zmm6",
+                    "vunpcklpd zmm21, zmm5, zmm7", "vunpckhpd zmm23, zmm5, zmm7",
+                    "vshuff32x4 zmm0, zmm8, zmm12, 0x88", "vshuff32x4 zmm2, zmm8, zmm12, 0xdd",
+                    "vshuff32x4 zmm1, zmm16, zmm20, 0x88", "vshuff32x4 zmm3, zmm16, zmm20, 0xdd",
+                    "vshuff32x4 zmm4, zmm9, zmm13, 0x88", "vshuff32x4 zmm6, zmm9, zmm13, 0xdd",
+                    "vshuff32x4 zmm5, zmm18, zmm22, 0x88", "vshuff32x4 zmm7, zmm18, zmm22, 0xdd",
+                    "vshuff32x4 zmm8, zmm10, zmm14, 0x88", "vshuff32x4 zmm12, zmm10, zmm14, 0xdd",
+                    "vshuff32x4 zmm16, zmm17, zmm21, 0x88", "vshuff32x4 zmm20, zmm17, zmm21, 0xdd",
+                    "vshuff32x4 zmm9, zmm11, zmm15, 0x88", "vshuff32x4 zmm13, zmm11, zmm15, 0xdd",
+                    "vshuff32x4 zmm18, zmm19, zmm23, 0x88", "vshuff32x4 zmm22, zmm19, zmm23, 0xdd",
+                    "vshuff32x4 zmm10, zmm0, zmm1, 0x88", "vshuff32x4 zmm14, zmm0, zmm1, 0xdd",
+                    "vshuff32x4 zmm17, zmm2, zmm3, 0x88", "vshuff32x4 zmm21, zmm2, zmm3, 0xdd",
+                    "vshuff32x4 zmm11, zmm4, zmm5, 0x88", "vshuff32x4 zmm15, zmm4, zmm5, 0xdd",
+                    "vshuff32x4 zmm19, zmm6, zmm7, 0x88", "vshuff32x4 zmm23, zmm6, zmm7, 0xdd",
+                    "vshuff32x4 zmm0, zmm8, zmm16, 0x88", "vshuff32x4 zmm1, zmm8, zmm16, 0xdd",
+                    "vshuff32x4 zmm2, zmm12, zmm20, 0x88", "vshuff32x4 zmm3, zmm12, zmm20, 0xdd",
+                    "vshuff32x4 zmm4, zmm9, zmm18, 0x88", "vshuff32x4 zmm5, zmm9, zmm18, 0xdd",
+                    "vshuff32x4 zmm6, zmm13, zmm22, 0x88", "vshuff32x4 zmm7, zmm13, zmm22, 0xdd",
+                    "vfmadd231ps zmm24, zmm10, dword ptr [rsi + 0]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm10, dword ptr [rdi + 0]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm11, dword ptr [rsi + 4]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm11, dword ptr [rsi + {qs} + 4]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm11, dword ptr [rdi + 4]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm11, dword ptr [rdi + {qs} + 4]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm0, dword ptr [rsi + 8]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm0, dword ptr [rsi + {qs} + 8]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm0, dword ptr [rdi + 8]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm0, dword ptr [rdi + {qs} + 8]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm4, dword ptr [rsi + 12]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm4, dword ptr [rsi + {qs} + 12]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm4, dword ptr [rdi + 12]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm4, dword ptr [rdi + {qs} + 12]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm17, dword ptr [rsi + 16]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm17, dword ptr [rsi + {qs} + 16]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm17, dword ptr [rdi + 16]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm17, dword ptr [rdi + {qs} + 16]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm19, dword ptr [rsi + 20]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm19, dword ptr [rsi + {qs} + 20]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm19, dword ptr [rdi + 20]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm19, dword ptr [rdi + {qs} + 20]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm2, dword ptr [rsi + 24]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm2, dword ptr [rsi + {qs} + 24]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm2, dword ptr [rdi + 24]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm2, dword ptr [rdi + {qs} + 24]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm6, dword ptr [rsi + 28]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm6, dword ptr [rsi + {qs} + 28]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm6, dword ptr [rdi + 28]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm6, dword ptr [rdi + {qs} + 28]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm14, dword ptr [rsi + 32]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm14, dword ptr [rsi + {qs} + 32]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm14, dword ptr [rdi + 32]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm14, dword ptr [rdi + {qs} + 32]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm15, dword ptr [rsi + 36]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm15, dword ptr [rdi + 36]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm1, dword ptr [rsi + 40]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm1, dword ptr [rsi + {qs} + 40]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm1, dword ptr [rdi + 40]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm1, dword ptr [rdi + {qs} + 40]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm5, dword ptr [rsi + 44]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm5, dword ptr [rsi + {qs} + 44]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm5, dword ptr [rdi + 44]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm5, dword ptr [rdi + {qs} + 44]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm21, dword ptr [rsi + 48]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm21, dword ptr [rsi + {qs} + 48]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm21, dword ptr [rdi + 48]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm21, dword ptr [rdi + {qs} + 48]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm23, dword ptr [rsi + 52]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm23, dword ptr [rsi + {qs} + 52]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm23, dword ptr [rdi + 52]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm23, dword ptr [rdi + {qs} + 52]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm3, dword ptr [rsi + 56]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm3, dword ptr [rsi + {qs} + 56]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm3, dword ptr [rdi + 56]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm3, dword ptr [rdi + {qs} + 56]{{1to16}}",
+                    "vfmadd231ps zmm24, zmm7, dword ptr [rsi + 60]{{1to16}}",
+                    "vfmadd231ps zmm25, zmm7, dword ptr [rsi + {qs} + 60]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm26, zmm7, dword ptr [rdi + 60]{{1to16}}",
+                    "vfmadd231ps zmm27, zmm7, dword ptr [rdi + {qs} + 60]{{1to16}}",
+                    "vmovups zmm8, [rax]", "add rax, {ss}",
+                    "vmovups zmm16, [rax]", "add rax, {ss}",
+                    "vmovups zmm12, [rax]", "add rax, {ss}",
+                    "vmovups zmm20, [rax]", "add rax, {ss}",
+                    "vmovups zmm9, [rax]", "add rax, {ss}",
+                    "vmovups zmm18, [rax]", "add rax, {ss}",
+                    "vmovups zmm13, [rax]", "add rax, {ss}",
+                    "vmovups zmm22, [rax]", "add rax, {ss}",
+                    "vmovups zmm10, [rax]", "add rax, {ss}",
+                    "vmovups zmm11, [rax]", "add rax, {ss}",
+                    "vmovups zmm0, [rax]", "add rax, {ss}",
+                    "vmovups zmm4, [rax]", "add rax, {ss}",
+                    "vmovups zmm17, [rax]", "add rax, {ss}",
+                    "vmovups zmm19, [rax]", "add rax, {ss}",
+                    "vmovups zmm2, [rax]", "add rax, {ss}",
+                    "vmovups zmm6, [rax]", "add rax, {ss}",
+                    "vunpcklps zmm14, zmm8, zmm16", "vunpckhps zmm15, zmm8, zmm16",
+                    "vunpcklps zmm1, zmm12, zmm20", "vunpckhps zmm5, zmm12, zmm20",
+                    "vunpcklps zmm21, zmm9, zmm18", "vunpckhps zmm23, zmm9, zmm18",
+                    "vunpcklps zmm3, zmm13, zmm22", "vunpckhps zmm7, zmm13, zmm22",
+                    "vunpcklps zmm8, zmm10, zmm11", "vunpckhps zmm16, zmm10, zmm11",
+                    "vunpcklps zmm12, zmm0, zmm4", "vunpckhps zmm20, zmm0, zmm4",
+                    "vunpcklps zmm9, zmm17, zmm19", "vunpckhps zmm18, zmm17, zmm19",
+                    "vunpcklps zmm13, zmm2, zmm6", "vunpckhps zmm22, zmm2, zmm6",
+                    "vunpcklpd zmm10, zmm14, zmm1", "vunpckhpd zmm11, zmm14, zmm1",
+                    "vunpcklpd zmm0, zmm15, zmm5", "vunpckhpd zmm4, zmm15, zmm5",
+                    "vunpcklpd zmm17, zmm21, zmm3", "vunpckhpd zmm19, zmm21, zmm3",
+                    "vunpcklpd zmm2, zmm23, zmm7", "vunpckhpd zmm6, zmm23, zmm7",
+                    "vunpcklpd zmm14, zmm8, zmm12", "vunpckhpd zmm1, zmm8, zmm12",
+                    "vunpcklpd zmm15, zmm16, zmm20", "vunpckhpd zmm5, zmm16, zmm20",
+                    "vunpcklpd zmm21, zmm9, zmm13", "vunpckhpd zmm3, zmm9, zmm13",
+                    "vunpcklpd zmm23, zmm18, zmm22", "vunpckhpd zmm7, zmm18, zmm22",
+                    "vshuff32x4 zmm8, zmm10, zmm17, 0x88", "vshuff32x4 zmm12, zmm10, zmm17, 0xdd",
+                    "vshuff32x4 zmm16, zmm14, zmm21, 0x88", "vshuff32x4 zmm20, zmm14, zmm21, 0xdd",
+                    "vshuff32x4 zmm9, zmm11, zmm19, 0x88", "vshuff32x4 zmm13, zmm11, zmm19, 0xdd",
+                    "vshuff32x4 zmm18, zmm1, zmm3, 0x88", "vshuff32x4 zmm22, zmm1, zmm3, 0xdd",
+                    "vshuff32x4 zmm10, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
+                    "vshuff32x4 zmm14, zmm15, zmm23, 0x88", "vshuff32x4 zmm21, zmm15, zmm23, 0xdd",
+                    "vshuff32x4 zmm11, zmm4, zmm6, 0x88", "vshuff32x4 zmm19, zmm4, zmm6, 0xdd",
+                    "vshuff32x4 zmm1, zmm5, zmm7, 0x88", "vshuff32x4 zmm3, zmm5, zmm7, 0xdd",
+                    "vshuff32x4 zmm0, zmm8, zmm16, 0x88", "vshuff32x4 zmm2, zmm8, zmm16, 0xdd",
+                    "vshuff32x4 zmm15, zmm12, zmm20, 0x88", "vshuff32x4 zmm23, zmm12, zmm20, 0xdd",
+                    "vshuff32x4 zmm4, zmm9, zmm18, 0x88", "vshuff32x4 zmm6, zmm9, zmm18, 0xdd",
+                    "vshuff32x4 zmm5, zmm13, zmm22, 0x88", "vshuff32x4 zmm7, zmm13, zmm22, 0xdd",
+                    "vshuff32x4 zmm8, zmm10, zmm14, 0x88", "vshuff32x4 zmm16, zmm10, zmm14, 0xdd",
+                    "vshuff32x4 zmm12, zmm17, zmm21, 0x88", "vshuff32x4 zmm20, zmm17, zmm21, 0xdd",
+                    "vshuff32x4 zmm9, zmm11, zmm1, 0x88", "vshuff32x4 zmm18, zmm11, zmm1, 0xdd",
+                    "vshuff32x4 zmm13, zmm19, zmm3, 0x88", "vshuff32x4 zmm22, zmm19, zmm3, 0xdd",
+                    "vfmadd231ps zmm28, zmm0, dword ptr [rsi + 0]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm0, dword ptr [rsi + {qs} + 0]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm0, dword ptr [rdi + 0]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm0, dword ptr [rdi + {qs} + 0]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm4, dword ptr [rsi + 4]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm4, dword ptr [rsi + {qs} + 4]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm4, dword ptr [rdi + 4]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm4, dword ptr [rdi + {qs} + 4]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm8, dword ptr [rsi + 8]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm8, dword ptr [rsi + {qs} + 8]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm8, dword ptr [rdi + 8]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm8, dword ptr [rdi + {qs} + 8]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm9, dword ptr [rsi + 12]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm9, dword ptr [rsi + {qs} + 12]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm9, dword ptr [rdi + 12]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm9, dword ptr [rdi + {qs} + 12]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm15, dword ptr [rsi + 16]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm15, dword ptr [rsi + {qs} + 16]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm15, dword ptr [rdi + 16]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm15, dword ptr [rdi + {qs} + 16]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm5, dword ptr [rsi + 20]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm5, dword ptr [rsi + {qs} + 20]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm5, dword ptr [rdi + 20]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm5, dword ptr [rdi + {qs} + 20]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm12, dword ptr [rsi + 24]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm12, dword ptr [rsi + {qs} + 24]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm12, dword ptr [rdi + 24]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm12, dword ptr [rdi + {qs} + 24]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm13, dword ptr [rsi + 28]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm13, dword ptr [rsi + {qs} + 28]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm13, dword ptr [rdi + 28]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm13, dword ptr [rdi + {qs} + 28]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm2, dword ptr [rsi + 32]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm2, dword ptr [rsi + {qs} + 32]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm2, dword ptr [rdi + 32]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm2, dword ptr [rdi + {qs} + 32]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm6, dword ptr [rsi + 36]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm6, dword ptr [rsi + {qs} + 36]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm6, dword ptr [rdi + 36]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm6, dword ptr [rdi + {qs} + 36]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm16, dword ptr [rsi + 40]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm16, dword ptr [rsi + {qs} + 40]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm16, dword ptr [rdi + 40]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm16, dword ptr [rdi + {qs} + 40]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm18, dword ptr [rsi + 44]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm18, dword ptr [rsi + {qs} + 44]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm18, dword ptr [rdi + 44]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm18, dword ptr [rdi + {qs} + 44]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm23, dword ptr [rsi + 48]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm23, dword ptr [rsi + {qs} + 48]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm23, dword ptr [rdi + 48]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm23, dword ptr [rdi + {qs} + 48]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm7, dword ptr [rsi + 52]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm7, dword ptr [rsi + {qs} + 52]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm7, dword ptr [rdi + 52]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm7, dword ptr [rdi + {qs} + 52]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm20, dword ptr [rsi + 56]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm20, dword ptr [rsi + {qs} + 56]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm20, dword ptr [rdi + 56]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm20, dword ptr [rdi + {qs} + 56]{{1to16}}",
+                    "vfmadd231ps zmm28, zmm22, dword ptr [rsi + 60]{{1to16}}",
+                    "vfmadd231ps zmm29, zmm22, dword ptr [rsi + {qs} + 60]{{1to16}}",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vfmadd231ps zmm30, zmm22, dword ptr [rdi + 60]{{1to16}}",
+                    "vfmadd231ps zmm31, zmm22, dword ptr [rdi + {qs} + 60]{{1to16}}",
+                    "add rdx, 64", "add rsi, 64", "add rdi, 64",
+                    "dec rcx", "jnz 2b",
+                    "vmovups [r10], zmm24", "vmovups [r10 + 64], zmm28", "add r10, {ds}",
+                    "vmovups [r10], zmm25", "vmovups [r10 + 64], zmm29", "add r10, {ds}",
+                    "vmovups [r10], zmm26", "vmovups [r10 + 64], zmm30", "add r10, {ds}",
+                    "vmovups [r10], zmm27", "vmovups [r10 + 64], zmm31",
+                    "vzeroupper",
+                    inout("rdx") keys.as_ptr() => _,
+                    inout("rsi") q.as_ptr() => _,
+                    inout("rdi") q[2 * hd..].as_ptr() => _,
+                    inout("rcx") hd / 16 => _,
+                    out("rax") _,
+                    ss = in(reg) hd * 4,
+                    qs = in(reg) hd * 4,
+                    inout("r8") pk => _,
+                    inout("r10") out.as_mut_ptr() => _,
+                    ds = in(reg) out_row * 4,
+                    clobber_abi("C"),
+                    options(nostack),
+                )
+            },
+            // SAFETY: as above; the steps differ only in their arithmetic.
+            Step::Unfused => unsafe {
+                core::arch::asm!(
+                    "vpxord zmm24, zmm24, zmm24", "vpxord zmm25, zmm25, zmm25", "vpxord zmm26, zmm26, zmm26", "vpxord zmm27, zmm27, zmm27",
+                    "vpxord zmm28, zmm28, zmm28", "vpxord zmm29, zmm29, zmm29", "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
+                    "2:",
+                    // The next 32 lines of the K and of the V rows requested per 16 dimensions, in
+                    // address order, spread over the products (a burst stalls the loads behind it).
+                    // Keys 0..16 then 16..32: 16 rows in, a 16 × 16 transpose, then the four rows' steps
+                    // for each dimension in increasing order.
+                    "mov rax, rdx",
+                    "vmovups zmm0, [rax]", "add rax, {ss}",
+                    "vmovups zmm1, [rax]", "add rax, {ss}",
+                    "vmovups zmm2, [rax]", "add rax, {ss}",
+                    "vmovups zmm3, [rax]", "add rax, {ss}",
+                    "vmovups zmm4, [rax]", "add rax, {ss}",
+                    "vmovups zmm5, [rax]", "add rax, {ss}",
+                    "vmovups zmm6, [rax]", "add rax, {ss}",
+                    "vmovups zmm7, [rax]", "add rax, {ss}",
+                    "vmovups zmm8, [rax]", "add rax, {ss}",
+                    "vmovups zmm9, [rax]", "add rax, {ss}",
+                    "vmovups zmm10, [rax]", "add rax, {ss}",
+                    "vmovups zmm11, [rax]", "add rax, {ss}",
+                    "vmovups zmm12, [rax]", "add rax, {ss}",
+                    "vmovups zmm13, [rax]", "add rax, {ss}",
+                    "vmovups zmm14, [rax]", "add rax, {ss}",
+                    "vmovups zmm15, [rax]", "add rax, {ss}",
+                    "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
+                    "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
+                    "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
+                    "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
+                    "vunpcklps zmm0, zmm8, zmm9", "vunpckhps zmm1, zmm8, zmm9",
+                    "vunpcklps zmm2, zmm10, zmm11", "vunpckhps zmm3, zmm10, zmm11",
+                    "vunpcklps zmm4, zmm12, zmm13", "vunpckhps zmm5, zmm12, zmm13",
+                    "vunpcklps zmm6, zmm14, zmm15", "vunpckhps zmm7, zmm14, zmm15",
+                    "vunpcklpd zmm8, zmm16, zmm18", "vunpckhpd zmm9, zmm16, zmm18",
+                    "vunpcklpd zmm10, zmm17, zmm19", "vunpckhpd zmm11, zmm17, zmm19",
+                    "vunpcklpd zmm12, zmm20, zmm22", "vunpckhpd zmm13, zmm20, zmm22",
+                    "vunpcklpd zmm14, zmm21, zmm23", "vunpckhpd zmm15, zmm21, zmm23",
+                    "vunpcklpd zmm16, zmm0, zmm2", "vunpckhpd zmm18, zmm0, zmm2",
+                    "vunpcklpd zmm17, zmm1, zmm3", "vunpckhpd zmm19, zmm1, zmm3",
+                    "vunpcklpd zmm20, zmm4, zmm6", "vunpckhpd zmm22, zmm4, zmm6",
+                    "vunpcklpd zmm21, zmm5, zmm7", "vunpckhpd zmm23, zmm5, zmm7",
+                    "vshuff32x4 zmm0, zmm8, zmm12, 0x88", "vshuff32x4 zmm2, zmm8, zmm12, 0xdd",
+                    "vshuff32x4 zmm1, zmm16, zmm20, 0x88", "vshuff32x4 zmm3, zmm16, zmm20, 0xdd",
+                    "vshuff32x4 zmm4, zmm9, zmm13, 0x88", "vshuff32x4 zmm6, zmm9, zmm13, 0xdd",
+                    "vshuff32x4 zmm5, zmm18, zmm22, 0x88", "vshuff32x4 zmm7, zmm18, zmm22, 0xdd",
+                    "vshuff32x4 zmm8, zmm10, zmm14, 0x88", "vshuff32x4 zmm12, zmm10, zmm14, 0xdd",
+                    "vshuff32x4 zmm16, zmm17, zmm21, 0x88", "vshuff32x4 zmm20, zmm17, zmm21, 0xdd",
+                    "vshuff32x4 zmm9, zmm11, zmm15, 0x88", "vshuff32x4 zmm13, zmm11, zmm15, 0xdd",
+                    "vshuff32x4 zmm18, zmm19, zmm23, 0x88", "vshuff32x4 zmm22, zmm19, zmm23, 0xdd",
+                    "vshuff32x4 zmm10, zmm0, zmm1, 0x88", "vshuff32x4 zmm14, zmm0, zmm1, 0xdd",
+                    "vshuff32x4 zmm17, zmm2, zmm3, 0x88", "vshuff32x4 zmm21, zmm2, zmm3, 0xdd",
+                    "vshuff32x4 zmm11, zmm4, zmm5, 0x88", "vshuff32x4 zmm15, zmm4, zmm5, 0xdd",
+                    "vshuff32x4 zmm19, zmm6, zmm7, 0x88", "vshuff32x4 zmm23, zmm6, zmm7, 0xdd",
+                    "vshuff32x4 zmm0, zmm8, zmm16, 0x88", "vshuff32x4 zmm1, zmm8, zmm16, 0xdd",
+                    "vshuff32x4 zmm2, zmm12, zmm20, 0x88", "vshuff32x4 zmm3, zmm12, zmm20, 0xdd",
+                    "vshuff32x4 zmm4, zmm9, zmm18, 0x88", "vshuff32x4 zmm5, zmm9, zmm18, 0xdd",
+                    "vshuff32x4 zmm6, zmm13, zmm22, 0x88", "vshuff32x4 zmm7, zmm13, zmm22, 0xdd",
+                    "vmulps zmm8, zmm10, dword ptr [rsi + 0]{{1to16}}", "vaddps zmm24, zmm24, zmm8",
+                    "vmulps zmm16, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}", "vaddps zmm25, zmm25, zmm16",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm12, zmm10, dword ptr [rdi + 0]{{1to16}}", "vaddps zmm26, zmm26, zmm12",
+                    "vmulps zmm20, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}", "vaddps zmm27, zmm27, zmm20",
+                    "vmulps zmm9, zmm11, dword ptr [rsi + 4]{{1to16}}", "vaddps zmm24, zmm24, zmm9",
+                    "vmulps zmm18, zmm11, dword ptr [rsi + {qs} + 4]{{1to16}}", "vaddps zmm25, zmm25, zmm18",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm13, zmm11, dword ptr [rdi + 4]{{1to16}}", "vaddps zmm26, zmm26, zmm13",
+                    "vmulps zmm22, zmm11, dword ptr [rdi + {qs} + 4]{{1to16}}", "vaddps zmm27, zmm27, zmm22",
+                    "vmulps zmm8, zmm0, dword ptr [rsi + 8]{{1to16}}", "vaddps zmm24, zmm24, zmm8",
+                    "vmulps zmm16, zmm0, dword ptr [rsi + {qs} + 8]{{1to16}}", "vaddps zmm25, zmm25, zmm16",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm12, zmm0, dword ptr [rdi + 8]{{1to16}}", "vaddps zmm26, zmm26, zmm12",
+                    "vmulps zmm20, zmm0, dword ptr [rdi + {qs} + 8]{{1to16}}", "vaddps zmm27, zmm27, zmm20",
+                    "vmulps zmm10, zmm4, dword ptr [rsi + 12]{{1to16}}", "vaddps zmm24, zmm24, zmm10",
+                    "vmulps zmm9, zmm4, dword ptr [rsi + {qs} + 12]{{1to16}}", "vaddps zmm25, zmm25, zmm9",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm18, zmm4, dword ptr [rdi + 12]{{1to16}}", "vaddps zmm26, zmm26, zmm18",
+                    "vmulps zmm13, zmm4, dword ptr [rdi + {qs} + 12]{{1to16}}", "vaddps zmm27, zmm27, zmm13",
+                    "vmulps zmm22, zmm17, dword ptr [rsi + 16]{{1to16}}", "vaddps zmm24, zmm24, zmm22",
+                    "vmulps zmm11, zmm17, dword ptr [rsi + {qs} + 16]{{1to16}}", "vaddps zmm25, zmm25, zmm11",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm8, zmm17, dword ptr [rdi + 16]{{1to16}}", "vaddps zmm26, zmm26, zmm8",
+                    "vmulps zmm16, zmm17, dword ptr [rdi + {qs} + 16]{{1to16}}", "vaddps zmm27, zmm27, zmm16",
+                    "vmulps zmm12, zmm19, dword ptr [rsi + 20]{{1to16}}", "vaddps zmm24, zmm24, zmm12",
+                    "vmulps zmm20, zmm19, dword ptr [rsi + {qs} + 20]{{1to16}}", "vaddps zmm25, zmm25, zmm20",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm0, zmm19, dword ptr [rdi + 20]{{1to16}}", "vaddps zmm26, zmm26, zmm0",
+                    "vmulps zmm10, zmm19, dword ptr [rdi + {qs} + 20]{{1to16}}", "vaddps zmm27, zmm27, zmm10",
+                    "vmulps zmm9, zmm2, dword ptr [rsi + 24]{{1to16}}", "vaddps zmm24, zmm24, zmm9",
+                    "vmulps zmm18, zmm2, dword ptr [rsi + {qs} + 24]{{1to16}}", "vaddps zmm25, zmm25, zmm18",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm13, zmm2, dword ptr [rdi + 24]{{1to16}}", "vaddps zmm26, zmm26, zmm13",
+                    "vmulps zmm4, zmm2, dword ptr [rdi + {qs} + 24]{{1to16}}", "vaddps zmm27, zmm27, zmm4",
+                    "vmulps zmm22, zmm6, dword ptr [rsi + 28]{{1to16}}", "vaddps zmm24, zmm24, zmm22",
+                    "vmulps zmm11, zmm6, dword ptr [rsi + {qs} + 28]{{1to16}}", "vaddps zmm25, zmm25, zmm11",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm8, zmm6, dword ptr [rdi + 28]{{1to16}}", "vaddps zmm26, zmm26, zmm8",
+                    "vmulps zmm16, zmm6, dword ptr [rdi + {qs} + 28]{{1to16}}", "vaddps zmm27, zmm27, zmm16",
+                    "vmulps zmm17, zmm14, dword ptr [rsi + 32]{{1to16}}", "vaddps zmm24, zmm24, zmm17",
+                    "vmulps zmm12, zmm14, dword ptr [rsi + {qs} + 32]{{1to16}}", "vaddps zmm25, zmm25, zmm12",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm20, zmm14, dword ptr [rdi + 32]{{1to16}}", "vaddps zmm26, zmm26, zmm20",
+                    "vmulps zmm0, zmm14, dword ptr [rdi + {qs} + 32]{{1to16}}", "vaddps zmm27, zmm27, zmm0",
+                    "vmulps zmm10, zmm15, dword ptr [rsi + 36]{{1to16}}", "vaddps zmm24, zmm24, zmm10",
+                    "vmulps zmm19, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}", "vaddps zmm25, zmm25, zmm19",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm9, zmm15, dword ptr [rdi + 36]{{1to16}}", "vaddps zmm26, zmm26, zmm9",
+                    "vmulps zmm18, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}", "vaddps zmm27, zmm27, zmm18",
+                    "vmulps zmm13, zmm1, dword ptr [rsi + 40]{{1to16}}", "vaddps zmm24, zmm24, zmm13",
+                    "vmulps zmm4, zmm1, dword ptr [rsi + {qs} + 40]{{1to16}}", "vaddps zmm25, zmm25, zmm4",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm2, zmm1, dword ptr [rdi + 40]{{1to16}}", "vaddps zmm26, zmm26, zmm2",
+                    "vmulps zmm22, zmm1, dword ptr [rdi + {qs} + 40]{{1to16}}", "vaddps zmm27, zmm27, zmm22",
+                    "vmulps zmm11, zmm5, dword ptr [rsi + 44]{{1to16}}", "vaddps zmm24, zmm24, zmm11",
+                    "vmulps zmm8, zmm5, dword ptr [rsi + {qs} + 44]{{1to16}}", "vaddps zmm25, zmm25, zmm8",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm16, zmm5, dword ptr [rdi + 44]{{1to16}}", "vaddps zmm26, zmm26, zmm16",
+                    "vmulps zmm6, zmm5, dword ptr [rdi + {qs} + 44]{{1to16}}", "vaddps zmm27, zmm27, zmm6",
+                    "vmulps zmm17, zmm21, dword ptr [rsi + 48]{{1to16}}", "vaddps zmm24, zmm24, zmm17",
+                    "vmulps zmm12, zmm21, dword ptr [rsi + {qs} + 48]{{1to16}}", "vaddps zmm25, zmm25, zmm12",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm20, zmm21, dword ptr [rdi + 48]{{1to16}}", "vaddps zmm26, zmm26, zmm20",
+                    "vmulps zmm0, zmm21, dword ptr [rdi + {qs} + 48]{{1to16}}", "vaddps zmm27, zmm27, zmm0",
+                    "vmulps zmm14, zmm23, dword ptr [rsi + 52]{{1to16}}", "vaddps zmm24, zmm24, zmm14",
+                    "vmulps zmm10, zmm23, dword ptr [rsi + {qs} + 52]{{1to16}}", "vaddps zmm25, zmm25, zmm10",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm19, zmm23, dword ptr [rdi + 52]{{1to16}}", "vaddps zmm26, zmm26, zmm19",
+                    "vmulps zmm9, zmm23, dword ptr [rdi + {qs} + 52]{{1to16}}", "vaddps zmm27, zmm27, zmm9",
+                    "vmulps zmm18, zmm3, dword ptr [rsi + 56]{{1to16}}", "vaddps zmm24, zmm24, zmm18",
+                    "vmulps zmm15, zmm3, dword ptr [rsi + {qs} + 56]{{1to16}}", "vaddps zmm25, zmm25, zmm15",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm13, zmm3, dword ptr [rdi + 56]{{1to16}}", "vaddps zmm26, zmm26, zmm13",
+                    "vmulps zmm4, zmm3, dword ptr [rdi + {qs} + 56]{{1to16}}", "vaddps zmm27, zmm27, zmm4",
+                    "vmulps zmm2, zmm7, dword ptr [rsi + 60]{{1to16}}", "vaddps zmm24, zmm24, zmm2",
+                    "vmulps zmm22, zmm7, dword ptr [rsi + {qs} + 60]{{1to16}}", "vaddps zmm25, zmm25, zmm22",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm1, zmm7, dword ptr [rdi + 60]{{1to16}}", "vaddps zmm26, zmm26, zmm1",
+                    "vmulps zmm11, zmm7, dword ptr [rdi + {qs} + 60]{{1to16}}", "vaddps zmm27, zmm27, zmm11",
+                    "vmovups zmm8, [rax]", "add rax, {ss}",
+                    "vmovups zmm16, [rax]", "add rax, {ss}",
+                    "vmovups zmm6, [rax]", "add rax, {ss}",
+                    "vmovups zmm5, [rax]", "add rax, {ss}",
+                    "vmovups zmm17, [rax]", "add rax, {ss}",
+                    "vmovups zmm12, [rax]", "add rax, {ss}",
+                    "vmovups zmm20, [rax]", "add rax, {ss}",
+                    "vmovups zmm0, [rax]", "add rax, {ss}",
+                    "vmovups zmm21, [rax]", "add rax, {ss}",
+                    "vmovups zmm14, [rax]", "add rax, {ss}",
+                    "vmovups zmm10, [rax]", "add rax, {ss}",
+                    "vmovups zmm19, [rax]", "add rax, {ss}",
+                    "vmovups zmm9, [rax]", "add rax, {ss}",
+                    "vmovups zmm23, [rax]", "add rax, {ss}",
+                    "vmovups zmm18, [rax]", "add rax, {ss}",
+                    "vmovups zmm15, [rax]", "add rax, {ss}",
+                    "vunpcklps zmm13, zmm8, zmm16", "vunpckhps zmm4, zmm8, zmm16",
+                    "vunpcklps zmm3, zmm6, zmm5", "vunpckhps zmm2, zmm6, zmm5",
+                    "vunpcklps zmm22, zmm17, zmm12", "vunpckhps zmm1, zmm17, zmm12",
+                    "vunpcklps zmm11, zmm20, zmm0", "vunpckhps zmm7, zmm20, zmm0",
+                    "vunpcklps zmm8, zmm21, zmm14", "vunpckhps zmm16, zmm21, zmm14",
+                    "vunpcklps zmm6, zmm10, zmm19", "vunpckhps zmm5, zmm10, zmm19",
+                    "vunpcklps zmm17, zmm9, zmm23", "vunpckhps zmm12, zmm9, zmm23",
+                    "vunpcklps zmm20, zmm18, zmm15", "vunpckhps zmm0, zmm18, zmm15",
+                    "vunpcklpd zmm21, zmm13, zmm3", "vunpckhpd zmm14, zmm13, zmm3",
+                    "vunpcklpd zmm10, zmm4, zmm2", "vunpckhpd zmm19, zmm4, zmm2",
+                    "vunpcklpd zmm9, zmm22, zmm11", "vunpckhpd zmm23, zmm22, zmm11",
+                    "vunpcklpd zmm18, zmm1, zmm7", "vunpckhpd zmm15, zmm1, zmm7",
+                    "vunpcklpd zmm13, zmm8, zmm6", "vunpckhpd zmm3, zmm8, zmm6",
+                    "vunpcklpd zmm4, zmm16, zmm5", "vunpckhpd zmm2, zmm16, zmm5",
+                    "vunpcklpd zmm22, zmm17, zmm20", "vunpckhpd zmm11, zmm17, zmm20",
+                    "vunpcklpd zmm1, zmm12, zmm0", "vunpckhpd zmm7, zmm12, zmm0",
+                    "vshuff32x4 zmm8, zmm21, zmm9, 0x88", "vshuff32x4 zmm6, zmm21, zmm9, 0xdd",
+                    "vshuff32x4 zmm16, zmm13, zmm22, 0x88", "vshuff32x4 zmm5, zmm13, zmm22, 0xdd",
+                    "vshuff32x4 zmm17, zmm14, zmm23, 0x88", "vshuff32x4 zmm20, zmm14, zmm23, 0xdd",
+                    "vshuff32x4 zmm12, zmm3, zmm11, 0x88", "vshuff32x4 zmm0, zmm3, zmm11, 0xdd",
+                    "vshuff32x4 zmm21, zmm10, zmm18, 0x88", "vshuff32x4 zmm9, zmm10, zmm18, 0xdd",
+                    "vshuff32x4 zmm13, zmm4, zmm1, 0x88", "vshuff32x4 zmm22, zmm4, zmm1, 0xdd",
+                    "vshuff32x4 zmm14, zmm19, zmm15, 0x88", "vshuff32x4 zmm23, zmm19, zmm15, 0xdd",
+                    "vshuff32x4 zmm3, zmm2, zmm7, 0x88", "vshuff32x4 zmm11, zmm2, zmm7, 0xdd",
+                    "vshuff32x4 zmm10, zmm8, zmm16, 0x88", "vshuff32x4 zmm18, zmm8, zmm16, 0xdd",
+                    "vshuff32x4 zmm4, zmm6, zmm5, 0x88", "vshuff32x4 zmm1, zmm6, zmm5, 0xdd",
+                    "vshuff32x4 zmm19, zmm17, zmm12, 0x88", "vshuff32x4 zmm15, zmm17, zmm12, 0xdd",
+                    "vshuff32x4 zmm2, zmm20, zmm0, 0x88", "vshuff32x4 zmm7, zmm20, zmm0, 0xdd",
+                    "vshuff32x4 zmm8, zmm21, zmm13, 0x88", "vshuff32x4 zmm16, zmm21, zmm13, 0xdd",
+                    "vshuff32x4 zmm6, zmm9, zmm22, 0x88", "vshuff32x4 zmm5, zmm9, zmm22, 0xdd",
+                    "vshuff32x4 zmm17, zmm14, zmm3, 0x88", "vshuff32x4 zmm12, zmm14, zmm3, 0xdd",
+                    "vshuff32x4 zmm20, zmm23, zmm11, 0x88", "vshuff32x4 zmm0, zmm23, zmm11, 0xdd",
+                    "vmulps zmm21, zmm10, dword ptr [rsi + 0]{{1to16}}", "vaddps zmm28, zmm28, zmm21",
+                    "vmulps zmm13, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}", "vaddps zmm29, zmm29, zmm13",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm9, zmm10, dword ptr [rdi + 0]{{1to16}}", "vaddps zmm30, zmm30, zmm9",
+                    "vmulps zmm22, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}", "vaddps zmm31, zmm31, zmm22",
+                    "vmulps zmm14, zmm19, dword ptr [rsi + 4]{{1to16}}", "vaddps zmm28, zmm28, zmm14",
+                    "vmulps zmm3, zmm19, dword ptr [rsi + {qs} + 4]{{1to16}}", "vaddps zmm29, zmm29, zmm3",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm23, zmm19, dword ptr [rdi + 4]{{1to16}}", "vaddps zmm30, zmm30, zmm23",
+                    "vmulps zmm11, zmm19, dword ptr [rdi + {qs} + 4]{{1to16}}", "vaddps zmm31, zmm31, zmm11",
+                    "vmulps zmm21, zmm8, dword ptr [rsi + 8]{{1to16}}", "vaddps zmm28, zmm28, zmm21",
+                    "vmulps zmm13, zmm8, dword ptr [rsi + {qs} + 8]{{1to16}}", "vaddps zmm29, zmm29, zmm13",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm9, zmm8, dword ptr [rdi + 8]{{1to16}}", "vaddps zmm30, zmm30, zmm9",
+                    "vmulps zmm22, zmm8, dword ptr [rdi + {qs} + 8]{{1to16}}", "vaddps zmm31, zmm31, zmm22",
+                    "vmulps zmm10, zmm17, dword ptr [rsi + 12]{{1to16}}", "vaddps zmm28, zmm28, zmm10",
+                    "vmulps zmm14, zmm17, dword ptr [rsi + {qs} + 12]{{1to16}}", "vaddps zmm29, zmm29, zmm14",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm3, zmm17, dword ptr [rdi + 12]{{1to16}}", "vaddps zmm30, zmm30, zmm3",
+                    "vmulps zmm23, zmm17, dword ptr [rdi + {qs} + 12]{{1to16}}", "vaddps zmm31, zmm31, zmm23",
+                    "vmulps zmm11, zmm4, dword ptr [rsi + 16]{{1to16}}", "vaddps zmm28, zmm28, zmm11",
+                    "vmulps zmm19, zmm4, dword ptr [rsi + {qs} + 16]{{1to16}}", "vaddps zmm29, zmm29, zmm19",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm21, zmm4, dword ptr [rdi + 16]{{1to16}}", "vaddps zmm30, zmm30, zmm21",
+                    "vmulps zmm13, zmm4, dword ptr [rdi + {qs} + 16]{{1to16}}", "vaddps zmm31, zmm31, zmm13",
+                    "vmulps zmm9, zmm2, dword ptr [rsi + 20]{{1to16}}", "vaddps zmm28, zmm28, zmm9",
+                    "vmulps zmm22, zmm2, dword ptr [rsi + {qs} + 20]{{1to16}}", "vaddps zmm29, zmm29, zmm22",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm8, zmm2, dword ptr [rdi + 20]{{1to16}}", "vaddps zmm30, zmm30, zmm8",
+                    "vmulps zmm10, zmm2, dword ptr [rdi + {qs} + 20]{{1to16}}", "vaddps zmm31, zmm31, zmm10",
+                    "vmulps zmm14, zmm6, dword ptr [rsi + 24]{{1to16}}", "vaddps zmm28, zmm28, zmm14",
+                    "vmulps zmm3, zmm6, dword ptr [rsi + {qs} + 24]{{1to16}}", "vaddps zmm29, zmm29, zmm3",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm23, zmm6, dword ptr [rdi + 24]{{1to16}}", "vaddps zmm30, zmm30, zmm23",
+                    "vmulps zmm17, zmm6, dword ptr [rdi + {qs} + 24]{{1to16}}", "vaddps zmm31, zmm31, zmm17",
+                    "vmulps zmm11, zmm20, dword ptr [rsi + 28]{{1to16}}", "vaddps zmm28, zmm28, zmm11",
+                    "vmulps zmm19, zmm20, dword ptr [rsi + {qs} + 28]{{1to16}}", "vaddps zmm29, zmm29, zmm19",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm21, zmm20, dword ptr [rdi + 28]{{1to16}}", "vaddps zmm30, zmm30, zmm21",
+                    "vmulps zmm13, zmm20, dword ptr [rdi + {qs} + 28]{{1to16}}", "vaddps zmm31, zmm31, zmm13",
+                    "vmulps zmm4, zmm18, dword ptr [rsi + 32]{{1to16}}", "vaddps zmm28, zmm28, zmm4",
+                    "vmulps zmm9, zmm18, dword ptr [rsi + {qs} + 32]{{1to16}}", "vaddps zmm29, zmm29, zmm9",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm22, zmm18, dword ptr [rdi + 32]{{1to16}}", "vaddps zmm30, zmm30, zmm22",
+                    "vmulps zmm8, zmm18, dword ptr [rdi + {qs} + 32]{{1to16}}", "vaddps zmm31, zmm31, zmm8",
+                    "vmulps zmm10, zmm15, dword ptr [rsi + 36]{{1to16}}", "vaddps zmm28, zmm28, zmm10",
+                    "vmulps zmm2, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}", "vaddps zmm29, zmm29, zmm2",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm14, zmm15, dword ptr [rdi + 36]{{1to16}}", "vaddps zmm30, zmm30, zmm14",
+                    "vmulps zmm3, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}", "vaddps zmm31, zmm31, zmm3",
+                    "vmulps zmm23, zmm16, dword ptr [rsi + 40]{{1to16}}", "vaddps zmm28, zmm28, zmm23",
+                    "vmulps zmm17, zmm16, dword ptr [rsi + {qs} + 40]{{1to16}}", "vaddps zmm29, zmm29, zmm17",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm6, zmm16, dword ptr [rdi + 40]{{1to16}}", "vaddps zmm30, zmm30, zmm6",
+                    "vmulps zmm11, zmm16, dword ptr [rdi + {qs} + 40]{{1to16}}", "vaddps zmm31, zmm31, zmm11",
+                    "vmulps zmm19, zmm12, dword ptr [rsi + 44]{{1to16}}", "vaddps zmm28, zmm28, zmm19",
+                    "vmulps zmm21, zmm12, dword ptr [rsi + {qs} + 44]{{1to16}}", "vaddps zmm29, zmm29, zmm21",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm13, zmm12, dword ptr [rdi + 44]{{1to16}}", "vaddps zmm30, zmm30, zmm13",
+                    "vmulps zmm20, zmm12, dword ptr [rdi + {qs} + 44]{{1to16}}", "vaddps zmm31, zmm31, zmm20",
+                    "vmulps zmm4, zmm1, dword ptr [rsi + 48]{{1to16}}", "vaddps zmm28, zmm28, zmm4",
+                    "vmulps zmm9, zmm1, dword ptr [rsi + {qs} + 48]{{1to16}}", "vaddps zmm29, zmm29, zmm9",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm22, zmm1, dword ptr [rdi + 48]{{1to16}}", "vaddps zmm30, zmm30, zmm22",
+                    "vmulps zmm8, zmm1, dword ptr [rdi + {qs} + 48]{{1to16}}", "vaddps zmm31, zmm31, zmm8",
+                    "vmulps zmm18, zmm7, dword ptr [rsi + 52]{{1to16}}", "vaddps zmm28, zmm28, zmm18",
+                    "vmulps zmm10, zmm7, dword ptr [rsi + {qs} + 52]{{1to16}}", "vaddps zmm29, zmm29, zmm10",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm2, zmm7, dword ptr [rdi + 52]{{1to16}}", "vaddps zmm30, zmm30, zmm2",
+                    "vmulps zmm14, zmm7, dword ptr [rdi + {qs} + 52]{{1to16}}", "vaddps zmm31, zmm31, zmm14",
+                    "vmulps zmm3, zmm5, dword ptr [rsi + 56]{{1to16}}", "vaddps zmm28, zmm28, zmm3",
+                    "vmulps zmm15, zmm5, dword ptr [rsi + {qs} + 56]{{1to16}}", "vaddps zmm29, zmm29, zmm15",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm23, zmm5, dword ptr [rdi + 56]{{1to16}}", "vaddps zmm30, zmm30, zmm23",
+                    "vmulps zmm17, zmm5, dword ptr [rdi + {qs} + 56]{{1to16}}", "vaddps zmm31, zmm31, zmm17",
+                    "vmulps zmm6, zmm0, dword ptr [rsi + 60]{{1to16}}", "vaddps zmm28, zmm28, zmm6",
+                    "vmulps zmm11, zmm0, dword ptr [rsi + {qs} + 60]{{1to16}}", "vaddps zmm29, zmm29, zmm11",
+                    "prefetcht1 [r8]", "add r8, 64",
+                    "vmulps zmm16, zmm0, dword ptr [rdi + 60]{{1to16}}", "vaddps zmm30, zmm30, zmm16",
+                    "vmulps zmm19, zmm0, dword ptr [rdi + {qs} + 60]{{1to16}}", "vaddps zmm31, zmm31, zmm19",
+                    "add rdx, 64", "add rsi, 64", "add rdi, 64",
+                    "dec rcx", "jnz 2b",
+                    "vmovups [r10], zmm24", "vmovups [r10 + 64], zmm28", "add r10, {ds}",
+                    "vmovups [r10], zmm25", "vmovups [r10 + 64], zmm29", "add r10, {ds}",
+                    "vmovups [r10], zmm26", "vmovups [r10 + 64], zmm30", "add r10, {ds}",
+                    "vmovups [r10], zmm27", "vmovups [r10 + 64], zmm31",
+                    "vzeroupper",
+                    inout("rdx") keys.as_ptr() => _,
+                    inout("rsi") q.as_ptr() => _,
+                    inout("rdi") q[2 * hd..].as_ptr() => _,
+                    inout("rcx") hd / 16 => _,
+                    out("rax") _,
+                    ss = in(reg) hd * 4,
+                    qs = in(reg) hd * 4,
+                    inout("r8") pk => _,
+                    inout("r10") out.as_mut_ptr() => _,
+                    ds = in(reg) out_row * 4,
+                    clobber_abi("C"),
+                    options(nostack),
+                )
+            },
+        }
+        true
     }
 
     #[inline(always)]
@@ -1195,7 +1874,23 @@ impl Wide for Avx512Attend {
         c: &mut [f32],
         c_row: usize,
     ) -> bool {
-        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, false)
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, false, &[])
+    }
+
+    #[inline(always)]
+    fn block_4x64_ahead(
+        self,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+        ahead: &[f32],
+    ) -> bool {
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, false, ahead)
     }
 
     #[inline(always)]
@@ -1210,7 +1905,7 @@ impl Wide for Avx512Attend {
         c: &mut [f32],
         c_row: usize,
     ) -> bool {
-        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true)
+        self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true, &[])
     }
 }
 
@@ -1368,6 +2063,7 @@ impl Avx512Attend {
         c: &mut [f32],
         c_row: usize,
         zero: bool,
+        ahead: &[f32],
     ) -> bool {
         if depth == 0 {
             if zero {
@@ -1391,10 +2087,18 @@ impl Avx512Attend {
         if !fits {
             return false;
         }
+        // Requests for the first `early` steps: as many rows as `ahead` holds in full at the
+        // offsets `b` is read at (the others go without).
+        let early = match b_step {
+            0 => 0,
+            _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
+        }
+        .min(depth);
         match self.step {
             // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
             // `a[k·a_step + r·a_row]` and `b[k·b_step..][..64]` for `k < depth`, `r < 4`, and
-            // reads and writes `c[r·c_row..][..64]` — all inside the slices, as just checked.
+            // reads and writes `c[r·c_row..][..64]` — all inside the slices, as just checked;
+            // its prefetches (which never fault) name lines of `ahead` at the offsets of `b`'s.
             // It touches no other memory and no stack; every vector register it uses is
             // call-clobbered (`clobber_abi`).
             Step::Fused => unsafe {
@@ -1415,6 +2119,26 @@ impl Avx512Attend {
                     "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
 
                     "2:",
+                    // One request per line read, for the same columns of the rows wanted later.
+                    "mov rcx, {early}", "test rcx, rcx", "jz 7f",
+                    "5:",
+                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
+                    "vbroadcastss zmm20, dword ptr [rsi]",
+                    "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20", "vfmadd231ps zmm3, zmm19, zmm20",
+                    "prefetcht1 [r9 + 0]",
+                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
+                    "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20", "vfmadd231ps zmm6, zmm18, zmm20", "vfmadd231ps zmm7, zmm19, zmm20",
+                    "prefetcht1 [r9 + 64]",
+                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
+                    "vfmadd231ps zmm8, zmm16, zmm20", "vfmadd231ps zmm9, zmm17, zmm20", "vfmadd231ps zmm10, zmm18, zmm20", "vfmadd231ps zmm11, zmm19, zmm20",
+                    "prefetcht1 [r9 + 128]",
+                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
+                    "vfmadd231ps zmm12, zmm16, zmm20", "vfmadd231ps zmm13, zmm17, zmm20", "vfmadd231ps zmm14, zmm18, zmm20", "vfmadd231ps zmm15, zmm19, zmm20",
+                    "prefetcht1 [r9 + 192]",
+                    "add rsi, {astep}", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
+                    "7:",
+                    "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
+                    "6:",
                     "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
                     "vbroadcastss zmm20, dword ptr [rsi]",
                     "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20", "vfmadd231ps zmm3, zmm19, zmm20",
@@ -1424,7 +2148,8 @@ impl Avx512Attend {
                     "vfmadd231ps zmm8, zmm16, zmm20", "vfmadd231ps zmm9, zmm17, zmm20", "vfmadd231ps zmm10, zmm18, zmm20", "vfmadd231ps zmm11, zmm19, zmm20",
                     "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
                     "vfmadd231ps zmm12, zmm16, zmm20", "vfmadd231ps zmm13, zmm17, zmm20", "vfmadd231ps zmm14, zmm18, zmm20", "vfmadd231ps zmm15, zmm19, zmm20",
-                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
+                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 6b",
+                    "4:",
                     "mov r8, {c}",
                     "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "vmovups [r8 + 192], zmm3", "add r8, {cs}",
                     "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "vmovups [r8 + 128], zmm6", "vmovups [r8 + 192], zmm7", "add r8, {cs}",
@@ -1435,7 +2160,10 @@ impl Avx512Attend {
                     inout("rdx") b.as_ptr() => _,
                     c = in(reg) c.as_mut_ptr(),
                     out("r8") _,
-                    inout("rcx") depth => _,
+                    inout("r9") ahead.as_ptr() => _,
+                    early = in(reg) early,
+                    depth = in(reg) depth,
+                    out("rcx") _,
                     ar = in(reg) a_row * 4,
                     ar3 = in(reg) a_row * 12,
                     astep = in(reg) a_step * 4,
@@ -1465,6 +2193,26 @@ impl Avx512Attend {
                     "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
 
                     "2:",
+                    // One request per line read, for the same columns of the rows wanted later.
+                    "mov rcx, {early}", "test rcx, rcx", "jz 7f",
+                    "5:",
+                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
+                    "vbroadcastss zmm20, dword ptr [rsi]",
+                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm0, zmm0, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm1, zmm1, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm2, zmm2, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm3, zmm3, zmm24",
+                    "prefetcht1 [r9 + 0]",
+                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
+                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm4, zmm4, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm5, zmm5, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm6, zmm6, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm7, zmm7, zmm24",
+                    "prefetcht1 [r9 + 64]",
+                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
+                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm8, zmm8, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm9, zmm9, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm10, zmm10, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm11, zmm11, zmm24",
+                    "prefetcht1 [r9 + 128]",
+                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
+                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm12, zmm12, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm13, zmm13, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm14, zmm14, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm15, zmm15, zmm24",
+                    "prefetcht1 [r9 + 192]",
+                    "add rsi, {astep}", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
+                    "7:",
+                    "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
+                    "6:",
                     "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
                     "vbroadcastss zmm20, dword ptr [rsi]",
                     "vmulps zmm21, zmm16, zmm20", "vaddps zmm0, zmm0, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm1, zmm1, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm2, zmm2, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm3, zmm3, zmm24",
@@ -1474,7 +2222,8 @@ impl Avx512Attend {
                     "vmulps zmm21, zmm16, zmm20", "vaddps zmm8, zmm8, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm9, zmm9, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm10, zmm10, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm11, zmm11, zmm24",
                     "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
                     "vmulps zmm21, zmm16, zmm20", "vaddps zmm12, zmm12, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm13, zmm13, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm14, zmm14, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm15, zmm15, zmm24",
-                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
+                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 6b",
+                    "4:",
                     "mov r8, {c}",
                     "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "vmovups [r8 + 192], zmm3", "add r8, {cs}",
                     "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "vmovups [r8 + 128], zmm6", "vmovups [r8 + 192], zmm7", "add r8, {cs}",
@@ -1485,7 +2234,10 @@ impl Avx512Attend {
                     inout("rdx") b.as_ptr() => _,
                     c = in(reg) c.as_mut_ptr(),
                     out("r8") _,
-                    inout("rcx") depth => _,
+                    inout("r9") ahead.as_ptr() => _,
+                    early = in(reg) early,
+                    depth = in(reg) depth,
+                    out("rcx") _,
                     ar = in(reg) a_row * 4,
                     ar3 = in(reg) a_row * 12,
                     astep = in(reg) a_step * 4,
@@ -1822,5 +2574,89 @@ mod tests {
         }
         // A head dimension that is not a multiple of 16: nothing.
         assert_eq!(wide.pack_keys(&keys[..36 * 8], 8, 36, &mut kt, stride), 0);
+    }
+
+    #[test]
+    fn wide_scores_4x32_are_the_chains_of_each_row_and_key_in_increasing_dimension() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            for hd in [16, 64, 80] {
+                let q: Vec<f32> = (0..4 * hd).map(|i| (i as f32 * 0.61).sin() * 3.0).collect();
+                let keys: Vec<f32> = (0..32 * hd).map(|i| (i as f32 * 0.37).cos()).collect();
+                // The key rows to request: a whole block, a short one and none.
+                let later: Vec<f32> = (0..32 * hd).map(|i| i as f32).collect();
+                for ahead in [&later[..], &later[..hd], &[][..]] {
+                    let out_row = 40;
+                    let mut got = vec![f32::NAN; 3 * out_row + 32];
+                    assert!(wide.scores_4x32(&q, hd, &keys, ahead, &mut got, out_row));
+                    for r in 0..4 {
+                        for x in 0..32 {
+                            let mut acc = 0.0f32;
+                            for d in 0..hd {
+                                let (a, b) = (q[r * hd + d], keys[x * hd + d]);
+                                acc = match step {
+                                    Step::Fused => a.mul_add(b, acc),
+                                    Step::Unfused => acc + a * b,
+                                };
+                            }
+                            assert_eq!(
+                                got[r * out_row + x].to_bits(),
+                                acc.to_bits(),
+                                "{step:?}, hd {hd}, row {r}, key {x}"
+                            );
+                        }
+                    }
+                    // Nothing between the rows is written.
+                    assert!(got[32..out_row].iter().all(|x| x.is_nan()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wide_scores_4x32_refuse_ragged_head_dimensions_and_short_slices() {
+        let Some(wide) = Avx512Attend::detect(Step::Fused) else {
+            return;
+        };
+        let (q, keys) = (vec![1.0f32; 4 * 72], vec![1.0f32; 32 * 72]);
+        let mut out = vec![0.0f32; 4 * 32];
+        // 72 is no multiple of 16; 64 needs 32 · 64 key values, and `out` 3 · 40 + 32 values.
+        assert!(!wide.scores_4x32(&q, 72, &keys, &[], &mut out, 32));
+        assert!(!wide.scores_4x32(&q, 64, &keys[..32 * 64 - 1], &[], &mut out, 32));
+        assert!(!wide.scores_4x32(&q, 64, &keys, &[], &mut out, 40));
+        assert!(!wide.scores_4x32(&q, 0, &keys, &[], &mut out, 32));
+        assert_eq!(out, vec![0.0f32; 4 * 32]);
+    }
+
+    #[test]
+    fn wide_product_requesting_rows_ahead_is_the_product() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            // Four rows of weights 70 apart, 37 value rows of 80 (the 64 columns from 8 on),
+            // accumulated into rows 72 apart that start nonzero.
+            let (depth, b_step, a_row, c_row) = (37, 80, 70, 72);
+            let a: Vec<f32> = (0..3 * a_row + depth)
+                .map(|i| (i as f32 * 0.29).sin())
+                .collect();
+            let b: Vec<f32> = (0..depth * b_step)
+                .map(|i| (i as f32 * 0.41).cos())
+                .collect();
+            let c0: Vec<f32> = (0..3 * c_row + 64).map(|i| i as f32 * 0.125).collect();
+            let mut want = c0.clone();
+            assert!(wide.block_4x64(&a, 1, a_row, &b[8..], b_step, depth, &mut want, c_row));
+            let later: Vec<f32> = (0..depth * b_step).map(|i| -(i as f32)).collect();
+            // Rows for every step, for some (one short of a row), for none.
+            for ahead in [&later[8..], &later[8..20 * b_step], &later[..10], &[][..]] {
+                let mut got = c0.clone();
+                let (b, c) = (&b[8..], &mut got);
+                assert!(wide.block_4x64_ahead(&a, 1, a_row, b, b_step, depth, c, c_row, ahead));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{step:?}, {} ahead", ahead.len());
+            }
+        }
     }
 }
