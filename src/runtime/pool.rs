@@ -222,10 +222,11 @@ impl PoolShared {
         queue.entries.pop_front().map(|entry| entry.job)
     }
 
-    /// Microseconds since the pool's epoch.
+    /// `now` in microseconds since the pool's epoch.
     #[cfg(not(feature = "loom"))]
-    fn now_us(&self) -> usize {
-        usize::try_from(self.epoch.elapsed().as_micros()).unwrap_or(usize::MAX - 1)
+    fn micros_at(&self, now: std::time::Instant) -> usize {
+        usize::try_from(now.saturating_duration_since(self.epoch).as_micros())
+            .unwrap_or(usize::MAX - 1)
     }
 
     /// How long the pool sat idle before its last region, if known. Measured by the regions'
@@ -371,10 +372,10 @@ impl Wake for PoolShared {
     }
 
     #[cfg(not(feature = "loom"))]
-    fn starting(&self) {
+    fn starting(&self, now: std::time::Instant) {
         let end = self.last_end.load(Ordering::Relaxed);
         if end != 0 {
-            let gap = self.now_us().saturating_sub(end - 1);
+            let gap = self.micros_at(now).saturating_sub(end - 1);
             self.last_gap
                 .store(gap.min(usize::MAX - 1), Ordering::Relaxed);
         }
@@ -386,9 +387,14 @@ impl Wake for PoolShared {
     }
 
     #[cfg(not(feature = "loom"))]
-    fn ended(&self) {
+    fn ended(&self, now: std::time::Instant) {
         self.last_end
-            .store(self.now_us().saturating_add(1), Ordering::Relaxed);
+            .store(self.micros_at(now).saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// A pool's offer only queues the jobs; its workers are woken by `wake` alone.
+    fn offer_is_quiet(&self) -> bool {
+        true
     }
 
     fn learn(&self, worth: bool) {
