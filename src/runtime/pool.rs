@@ -77,8 +77,9 @@ pub(crate) struct PoolShared {
     work: Condvar,
     /// Job copies in the queue; lets an idle worker poll without the lock before it sleeps.
     queued: AtomicUsize,
-    /// Whether the last region was worth waking a helper for (see [`Wake`]).
-    last_worth: AtomicBool,
+    /// Whether the last two regions were worth waking a helper for (see [`Wake`]): bit 0 the
+    /// last one's verdict, bit 1 the one before it.
+    verdicts: AtomicUsize,
     /// Set when the pool shuts down, so that a polling worker stops at once.
     closing: AtomicBool,
     /// The longest poll after a region worth a wake-up, in µs (see [`PollWindow`]).
@@ -108,7 +109,7 @@ impl PoolShared {
             }),
             work: Condvar::new(),
             queued: AtomicUsize::new(0),
-            last_worth: AtomicBool::new(false),
+            verdicts: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             block_time: AtomicUsize::new(micros(BLOCK_TIME)),
             #[cfg(not(feature = "loom"))]
@@ -170,7 +171,7 @@ impl PoolShared {
     /// The next job for a worker, or `None` once the pool shuts down. First polls for as long
     /// as `window` says (see [`PollWindow`]), then sleeps until woken.
     fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
-        let poll = window.get(self.last_worth.load(Ordering::Relaxed), self.block_time());
+        let poll = window.get(self.last_was_worth(), self.block_time());
         let polled = poll_for(poll, || {
             self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
         });
@@ -195,6 +196,12 @@ impl PoolShared {
             self.awake.fetch_add(1, Ordering::Relaxed);
             queue.sleeping -= 1;
         }
+    }
+
+    /// Whether the last region was worth a wake-up: a worker then blocks for the next one
+    /// (see [`PollWindow`]), even if the region before it was not.
+    pub(crate) fn last_was_worth(&self) -> bool {
+        self.verdicts.load(Ordering::Relaxed) & LAST_WORTH != 0
     }
 
     /// Drops the entries at the front of the queue whose regions are drained.
@@ -262,6 +269,11 @@ impl PoolShared {
         self.work.notify_all();
     }
 }
+
+/// [`PoolShared::verdicts`]: the last region was worth a wake-up.
+const LAST_WORTH: usize = 0b01;
+/// [`PoolShared::verdicts`]: the last two regions were worth a wake-up.
+const BOTH_WORTH: usize = 0b11;
 
 /// How long an idle worker polls for the next job before it sleeps.
 ///
@@ -367,8 +379,11 @@ impl Wake for PoolShared {
         self.notify(&queue, helpers);
     }
 
+    /// Only after two regions in a row that were: one region slowed down by the host (a
+    /// hiccup of tens of microseconds in a 10 µs region) must not make the next one of a
+    /// stream of tiny regions pay a wake-up (cold 8 × 128 × 1 attention: 10 → 16–21 µs).
     fn expects_worth(&self) -> bool {
-        self.last_worth.load(Ordering::Relaxed)
+        self.verdicts.load(Ordering::Relaxed) == BOTH_WORTH
     }
 
     #[cfg(not(feature = "loom"))]
@@ -398,10 +413,12 @@ impl Wake for PoolShared {
     }
 
     fn learn(&self, worth: bool) {
-        // Most regions repeat the last one's verdict: skip the write (and the cache line's
+        let before = self.verdicts.load(Ordering::Relaxed);
+        let after = ((before << 1) | usize::from(worth)) & BOTH_WORTH;
+        // Most regions repeat the last two verdicts: skip the write (and the cache line's
         // trip between cores) then.
-        if self.last_worth.load(Ordering::Relaxed) != worth {
-            self.last_worth.store(worth, Ordering::Relaxed);
+        if after != before {
+            self.verdicts.store(after, Ordering::Relaxed);
         }
     }
 }

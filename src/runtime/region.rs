@@ -103,8 +103,8 @@ impl Region {
         {
             let started = std::time::Instant::now();
             wake.starting(started);
-            // A region like the last one that was worth a wake-up wakes before its first
-            // chunk rather than after it (a stream of large regions loses no chunk's time).
+            // A region after ones that were worth a wake-up wakes before its first chunk
+            // rather than after it (a stream of large regions loses no chunk's time).
             // So does a region of fewer chunks than a full set of pieces per task: there the
             // first chunk is too large a share of the work to run it before deciding (a
             // region of one unit per task would otherwise run alone on a cold pool).
@@ -466,8 +466,8 @@ pub(crate) trait Wake {
     /// Wakes up to `helpers` sleeping helpers.
     fn wake(&self, helpers: usize);
 
-    /// Whether the last region was worth a wake-up: then the next one wakes its helpers before
-    /// its first chunk instead of after it.
+    /// Whether the regions before this one were worth a wake-up (a pool asks for the last
+    /// two): then the next one wakes its helpers before its first chunk instead of after it.
     #[cfg_attr(feature = "loom", allow(dead_code))] // models always wake at once
     fn expects_worth(&self) -> bool {
         false

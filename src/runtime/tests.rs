@@ -459,15 +459,37 @@ fn a_pool_above_the_maximum_is_refused_before_any_thread_starts() {
 }
 
 #[test]
-fn a_pool_remembers_whether_the_last_region_was_worth_a_wake_up() {
+fn a_pool_expects_a_region_worth_a_wake_up_only_after_two_in_a_row() {
     use super::region::Wake;
     let pool = dedicated(2).unwrap();
     let shared = pool.pool().shared();
     assert!(!shared.expects_worth(), "a new pool expects short regions");
     shared.learn(true);
+    assert!(
+        !shared.expects_worth(),
+        "one region worth it may be a hiccup"
+    );
+    shared.learn(true);
     assert!(shared.expects_worth());
     shared.learn(false);
     assert!(!shared.expects_worth());
+    shared.learn(true);
+    assert!(!shared.expects_worth());
+}
+
+#[test]
+fn a_pool_remembers_whether_the_last_region_alone_was_worth_a_wake_up() {
+    use super::region::Wake;
+    let pool = dedicated(2).unwrap();
+    let shared = pool.pool().shared();
+    assert!(!shared.last_was_worth());
+    shared.learn(true);
+    assert!(
+        shared.last_was_worth(),
+        "workers block after one region worth it"
+    );
+    shared.learn(false);
+    assert!(!shared.last_was_worth());
 }
 
 #[test]
