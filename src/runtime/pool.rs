@@ -90,7 +90,8 @@ pub(crate) struct PoolShared {
     /// When the last region ended, in µs since `epoch`, plus one (0: none yet).
     #[cfg(not(feature = "loom"))]
     last_end: AtomicUsize,
-    /// How long the pool sat idle (no region open) before the last region began, in µs
+    /// How long the pool sat idle (no region open on it; a region that stays on a caller of
+    /// the sleeping pool does not count) before the last region began, in µs
     /// (`usize::MAX`: not known yet).
     #[cfg(not(feature = "loom"))]
     last_gap: AtomicUsize,

@@ -102,7 +102,6 @@ impl Region {
         #[cfg(not(feature = "loom"))]
         {
             let started = std::time::Instant::now();
-            wake.starting(started);
             // A region after ones that were worth a wake-up wakes before its first chunk
             // rather than after it (a stream of large regions loses no chunk's time).
             // So does a region of fewer chunks than a full set of pieces per task: there the
@@ -123,6 +122,7 @@ impl Region {
                     );
                 }
             }
+            wake.starting(started);
             let start = Start {
                 started,
                 woken: early,
@@ -136,7 +136,8 @@ impl Region {
     /// caller, unpublished, and then the rest (up to `ends.1`) as one body call, unless the
     /// first chunk shows the rest worth a wake-up; only then is the region built, offered and
     /// its helpers woken. A region that stays on the caller skips the shared state (an
-    /// allocation, the queue's lock, the latch), about a microsecond of a 10 µs region.
+    /// allocation, the queue's lock, the latch), about a microsecond of a 10 µs region, and
+    /// does not count as pool activity: the pool's idle time runs on through it.
     #[cfg(not(feature = "loom"))]
     fn run_unshared(
         chunks: Chunks,
@@ -158,6 +159,8 @@ impl Region {
         // The shared path's rule (see `run_shared`): against a verdict of "not worth it",
         // the first chunk must show twice the work.
         if outcome.is_ok() && worth_waking(first_time / 2, count - 1) {
+            // The pool's idle time ends where the region began.
+            wake.starting(started);
             let start = Start {
                 started,
                 woken: false,
@@ -169,11 +172,12 @@ impl Region {
         let ran = if outcome.is_ok() { count } else { 1 };
         let outcome = outcome.and_then(|()| run(first.end, last.end));
         let ended = std::time::Instant::now();
+        // No `starting` or `ended`: the pool sat idle through this region, and its shared
+        // state is left alone (its lines may sit in a sleeping worker's cache).
         wake.learn(worth_waking(
             ended.saturating_duration_since(started) / u32::try_from(ran).unwrap_or(u32::MAX),
             count - 1,
         ));
-        wake.ended(ended);
         outcome
     }
 
@@ -494,7 +498,8 @@ pub(crate) trait Wake {
         false
     }
 
-    /// Notes that a region begins at `now` (a pool measures how long it sat idle before it).
+    /// Notes that a region that involves the pool begins at `now` (a pool measures how long it
+    /// sat idle before it; a region that stays on its caller of a sleeping pool leaves it idle).
     #[cfg(not(feature = "loom"))]
     fn starting(&self, now: std::time::Instant) {
         let _ = now;

@@ -697,6 +697,14 @@ impl region::Wake for Logged {
     fn offer_is_quiet(&self) -> bool {
         self.quiet
     }
+
+    fn starting(&self, _now: std::time::Instant) {
+        self.push("starting".into());
+    }
+
+    fn ended(&self, _now: std::time::Instant) {
+        self.push("ended".into());
+    }
 }
 
 /// Runs 8 one-unit pieces (one helper) on the caller, piece `i` busy for `busy(i)` and
@@ -751,6 +759,7 @@ fn strings(events: &[&str]) -> Vec<String> {
 )]
 fn a_region_that_stays_on_the_caller_of_a_sleeping_pool_is_never_published() {
     // Nothing worth a wake-up: no region built, no job queued; first piece, then the rest.
+    // Nor does the pool count it as activity (no `starting`, no `ended`).
     // A first piece slowed down by the machine may look worth a wake-up, so any of a few
     // tries that stays on the caller decides.
     let tries: Vec<_> = (0..5)
@@ -774,8 +783,9 @@ fn a_sleeping_pool_is_offered_the_region_after_a_first_piece_worth_a_wake_up() {
         |_| false,
     ));
     assert!(!failed);
-    let mut expected = strings(&["body 0..1", "offer 1", "wake 1"]);
+    let mut expected = strings(&["body 0..1", "starting", "offer 1", "wake 1"]);
     expected.extend((1..8).map(|i| alloc::format!("body {i}..{}", i + 1)));
+    expected.push("ended".into());
     assert_eq!(log, expected);
 }
 
@@ -783,7 +793,7 @@ fn a_sleeping_pool_is_offered_the_region_after_a_first_piece_worth_a_wake_up() {
 fn a_region_on_an_executor_that_wakes_when_offered_is_offered_before_its_first_piece() {
     // rayon wakes its threads when given work: holding the offer back would leave them idle.
     let (log, _) = logged_region(false, |_| Duration::ZERO, |_| false);
-    assert_eq!(log[..2], strings(&["offer 1", "body 0..1"]));
+    assert_eq!(log[..3], strings(&["starting", "offer 1", "body 0..1"]));
 }
 
 #[test]
@@ -810,4 +820,19 @@ fn a_panic_in_the_unpublished_rest_is_returned() {
         .collect();
     let expected = (strings(&["body 0..1", "body 1..8", "learn false"]), true);
     assert!(tries.contains(&expected), "{tries:?}");
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece is slow"
+)]
+fn a_region_that_stays_on_the_caller_of_a_sleeping_pool_leaves_its_idle_time_running() {
+    // The pool's workers take no part in it, so it neither ends the pool's idle time nor
+    // starts a new one: no `starting`, no `ended`.
+    let tries: Vec<_> = (0..5)
+        .map(|_| logged_region(true, |_| Duration::ZERO, |_| false).0)
+        .collect();
+    let idle = |log: &Vec<String>| log.iter().all(|e| e != "starting" && e != "ended");
+    assert!(tries.iter().any(idle), "{tries:?}");
 }
