@@ -77,8 +77,9 @@ pub(crate) struct PoolShared {
     work: Condvar,
     /// Job copies in the queue; lets an idle worker poll without the lock before it sleeps.
     queued: AtomicUsize,
-    /// Whether the last region was worth waking a helper for (see [`Wake`]).
-    last_worth: AtomicBool,
+    /// Whether the last two regions were worth waking a helper for (see [`Wake`]): bit 0 the
+    /// last one's verdict, bit 1 the one before it.
+    verdicts: AtomicUsize,
     /// Set when the pool shuts down, so that a polling worker stops at once.
     closing: AtomicBool,
     /// The longest poll after a region worth a wake-up, in µs (see [`PollWindow`]).
@@ -89,7 +90,8 @@ pub(crate) struct PoolShared {
     /// When the last region ended, in µs since `epoch`, plus one (0: none yet).
     #[cfg(not(feature = "loom"))]
     last_end: AtomicUsize,
-    /// How long the pool sat idle (no region open) before the last region began, in µs
+    /// How long the pool sat idle (no region open on it; a region that stays on a caller of
+    /// the sleeping pool does not count) before the last region began, in µs
     /// (`usize::MAX`: not known yet).
     #[cfg(not(feature = "loom"))]
     last_gap: AtomicUsize,
@@ -108,7 +110,7 @@ impl PoolShared {
             }),
             work: Condvar::new(),
             queued: AtomicUsize::new(0),
-            last_worth: AtomicBool::new(false),
+            verdicts: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             block_time: AtomicUsize::new(micros(BLOCK_TIME)),
             #[cfg(not(feature = "loom"))]
@@ -170,7 +172,7 @@ impl PoolShared {
     /// The next job for a worker, or `None` once the pool shuts down. First polls for as long
     /// as `window` says (see [`PollWindow`]), then sleeps until woken.
     fn next_job(&self, window: &mut PollWindow) -> Option<Job> {
-        let poll = window.get(self.last_worth.load(Ordering::Relaxed), self.block_time());
+        let poll = window.get(self.last_was_worth(), self.block_time());
         let polled = poll_for(poll, || {
             self.queued.load(Ordering::Relaxed) > 0 || self.closing.load(Ordering::Relaxed)
         });
@@ -195,6 +197,12 @@ impl PoolShared {
             self.awake.fetch_add(1, Ordering::Relaxed);
             queue.sleeping -= 1;
         }
+    }
+
+    /// Whether the last region was worth a wake-up: a worker then blocks for the next one
+    /// (see [`PollWindow`]), even if the region before it was not.
+    pub(crate) fn last_was_worth(&self) -> bool {
+        self.verdicts.load(Ordering::Relaxed) & LAST_WORTH != 0
     }
 
     /// Drops the entries at the front of the queue whose regions are drained.
@@ -222,10 +230,11 @@ impl PoolShared {
         queue.entries.pop_front().map(|entry| entry.job)
     }
 
-    /// Microseconds since the pool's epoch.
+    /// `now` in microseconds since the pool's epoch.
     #[cfg(not(feature = "loom"))]
-    fn now_us(&self) -> usize {
-        usize::try_from(self.epoch.elapsed().as_micros()).unwrap_or(usize::MAX - 1)
+    fn micros_at(&self, now: std::time::Instant) -> usize {
+        usize::try_from(now.saturating_duration_since(self.epoch).as_micros())
+            .unwrap_or(usize::MAX - 1)
     }
 
     /// How long the pool sat idle before its last region, if known. Measured by the regions'
@@ -261,6 +270,11 @@ impl PoolShared {
         self.work.notify_all();
     }
 }
+
+/// [`PoolShared::verdicts`]: the last region was worth a wake-up.
+const LAST_WORTH: usize = 0b01;
+/// [`PoolShared::verdicts`]: the last two regions were worth a wake-up.
+const BOTH_WORTH: usize = 0b11;
 
 /// How long an idle worker polls for the next job before it sleeps.
 ///
@@ -366,15 +380,18 @@ impl Wake for PoolShared {
         self.notify(&queue, helpers);
     }
 
+    /// Only after two regions in a row that were: one region slowed down by the host (a
+    /// hiccup of tens of microseconds in a 10 µs region) must not make the next one of a
+    /// stream of tiny regions pay a wake-up (cold 8 × 128 × 1 attention: 10 → 16–21 µs).
     fn expects_worth(&self) -> bool {
-        self.last_worth.load(Ordering::Relaxed)
+        self.verdicts.load(Ordering::Relaxed) == BOTH_WORTH
     }
 
     #[cfg(not(feature = "loom"))]
-    fn starting(&self) {
+    fn starting(&self, now: std::time::Instant) {
         let end = self.last_end.load(Ordering::Relaxed);
         if end != 0 {
-            let gap = self.now_us().saturating_sub(end - 1);
+            let gap = self.micros_at(now).saturating_sub(end - 1);
             self.last_gap
                 .store(gap.min(usize::MAX - 1), Ordering::Relaxed);
         }
@@ -386,16 +403,23 @@ impl Wake for PoolShared {
     }
 
     #[cfg(not(feature = "loom"))]
-    fn ended(&self) {
+    fn ended(&self, now: std::time::Instant) {
         self.last_end
-            .store(self.now_us().saturating_add(1), Ordering::Relaxed);
+            .store(self.micros_at(now).saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// A pool's offer only queues the jobs; its workers are woken by `wake` alone.
+    fn offer_is_quiet(&self) -> bool {
+        true
     }
 
     fn learn(&self, worth: bool) {
-        // Most regions repeat the last one's verdict: skip the write (and the cache line's
+        let before = self.verdicts.load(Ordering::Relaxed);
+        let after = ((before << 1) | usize::from(worth)) & BOTH_WORTH;
+        // Most regions repeat the last two verdicts: skip the write (and the cache line's
         // trip between cores) then.
-        if self.last_worth.load(Ordering::Relaxed) != worth {
-            self.last_worth.store(worth, Ordering::Relaxed);
+        if after != before {
+            self.verdicts.store(after, Ordering::Relaxed);
         }
     }
 }

@@ -56,6 +56,19 @@ pub(crate) struct Region {
     machinery_fault: AtomicUsize,
 }
 
+/// How a region's caller began it, before the region was shared.
+struct Start {
+    /// When the caller began the region.
+    #[cfg(not(feature = "loom"))]
+    started: std::time::Instant,
+    /// Whether its helpers are to be woken before its first chunk.
+    #[cfg(not(feature = "loom"))]
+    woken: bool,
+    /// How long chunk 0 took, if the caller already ran it before sharing the region.
+    #[cfg(not(feature = "loom"))]
+    first: Option<Duration>,
+}
+
 impl Region {
     /// Runs `body` over `chunks` (at least two), offering `helpers` helper jobs through
     /// `offer`, and returns once every chunk has ended: `Err` with the first panic's payload if
@@ -66,8 +79,13 @@ impl Region {
     /// [`worth_waking`]): a helper that is awake takes a published job by itself, and the
     /// caller can finish alone, so a region too short to pay for a wake-up never pays for one.
     /// A caller that does not wake anyone, while no helper is awake, and finds none joined
-    /// during its first chunk claims the rest at once and runs it as one body call over their units: it would run them
-    /// all anyway, and a body's per-call work is then paid once.
+    /// during its first chunk claims the rest at once and runs it as one body call over their
+    /// units: it would run them all anyway, and a body's per-call work is then paid once.
+    ///
+    /// When nobody can join before a wake-up (every helper sleeps and an offer wakes none, see
+    /// [`Wake::offer_is_quiet`]), nothing is published until the first chunk shows the rest
+    /// worth a wake-up: a region that stays on the caller costs two body calls and no shared
+    /// state.
     ///
     /// Must not be called from inside a chunk (the schedule runs nested regions inline).
     pub(crate) fn run(
@@ -79,8 +97,101 @@ impl Region {
     ) -> Result<(), Payload> {
         let count = chunks.len();
         debug_assert!(count >= 2, "a region that does not fork runs inline");
+        #[cfg(feature = "loom")]
+        return Self::run_shared(chunks, helpers, body, offer, wake, Start {});
         #[cfg(not(feature = "loom"))]
-        wake.starting();
+        {
+            let started = std::time::Instant::now();
+            // A region after ones that were worth a wake-up wakes before its first chunk
+            // rather than after it (a stream of large regions loses no chunk's time).
+            // So does a region of fewer chunks than a full set of pieces per task: there the
+            // first chunk is too large a share of the work to run it before deciding (a
+            // region of one unit per task would otherwise run alone on a cold pool).
+            let coarse = count < (helpers + 1).saturating_mul(PIECES_PER_TASK);
+            let early = coarse || wake.expects_worth();
+            if !early && wake.offer_is_quiet() && !wake.helpers_awake() {
+                if let (Some(first), Some(last)) = (chunks.get(0), chunks.get(count - 1)) {
+                    return Self::run_unshared(
+                        chunks,
+                        helpers,
+                        body,
+                        offer,
+                        wake,
+                        started,
+                        (first, last),
+                    );
+                }
+            }
+            wake.starting(started);
+            let start = Start {
+                started,
+                woken: early,
+                first: None,
+            };
+            Self::run_shared(chunks, helpers, body, offer, wake, start)
+        }
+    }
+
+    /// [`Region::run`] on a pool whose helpers all sleep: runs the first chunk `ends.0` on the
+    /// caller, unpublished, and then the rest (up to `ends.1`) as one body call, unless the
+    /// first chunk shows the rest worth a wake-up; only then is the region built, offered and
+    /// its helpers woken. A region that stays on the caller skips the shared state (an
+    /// allocation, the queue's lock, the latch), about a microsecond of a 10 µs region, and
+    /// does not count as pool activity: the pool's idle time runs on through it.
+    #[cfg(not(feature = "loom"))]
+    fn run_unshared(
+        chunks: Chunks,
+        helpers: usize,
+        body: &Body<'_>,
+        offer: impl FnOnce(TrackedArc<Region>, usize),
+        wake: &dyn Wake,
+        started: std::time::Instant,
+        ends: (Range<usize>, Range<usize>),
+    ) -> Result<(), Payload> {
+        let count = chunks.len();
+        let run = |start: usize, end: usize| {
+            let _mark = RegionMark::enter();
+            catch_unwind(AssertUnwindSafe(|| body(start, end)))
+        };
+        let (first, last) = ends;
+        let outcome = run(first.start, first.end);
+        let first_time = started.elapsed();
+        // The shared path's rule (see `run_shared`): against a verdict of "not worth it",
+        // the first chunk must show twice the work.
+        if outcome.is_ok() && worth_waking(first_time / 2, count - 1) {
+            // The pool's idle time ends where the region began.
+            wake.starting(started);
+            let start = Start {
+                started,
+                woken: false,
+                first: Some(first_time),
+            };
+            return Self::run_shared(chunks, helpers, body, offer, wake, start);
+        }
+        // A panic in the first chunk skips the rest, as a failed claimed chunk does.
+        let ran = if outcome.is_ok() { count } else { 1 };
+        let outcome = outcome.and_then(|()| run(first.end, last.end));
+        let ended = std::time::Instant::now();
+        // No `starting` or `ended`: the pool sat idle through this region, and its shared
+        // state is left alone (its lines may sit in a sleeping worker's cache).
+        wake.learn(worth_waking(
+            ended.saturating_duration_since(started) / u32::try_from(ran).unwrap_or(u32::MAX),
+            count - 1,
+        ));
+        outcome
+    }
+
+    /// [`Region::run`] with the region built and its helpers offered; from `start.first` on
+    /// when the caller already ran chunk 0 unpublished (and found the rest worth a wake-up).
+    fn run_shared(
+        chunks: Chunks,
+        helpers: usize,
+        body: &Body<'_>,
+        offer: impl FnOnce(TrackedArc<Region>, usize),
+        wake: &dyn Wake,
+        start: Start,
+    ) -> Result<(), Payload> {
+        let count = chunks.len();
         // SAFETY: only the lifetime changes (same layout and vtable). The erased pointer is
         // dereferenced only in `run_claimed`, whose argument shows it is still alive.
         let body = unsafe { core::mem::transmute::<*const Body<'_>, *const Body<'static>>(body) };
@@ -108,31 +219,34 @@ impl Region {
             let _mark = RegionMark::enter();
             // Inside a model, time decides nothing: helpers are always woken, at once.
             #[cfg(feature = "loom")]
-            wake.wake(helpers);
-            // A region like the last one that was worth a wake-up wakes before its first
-            // chunk rather than after it (a stream of large regions loses no chunk's time).
-            // So does a region of fewer chunks than a full set of pieces per task: there the
-            // first chunk is too large a share of the work to run it before deciding (a
-            // region of one unit per task would otherwise run alone on a cold pool).
-            #[cfg(not(feature = "loom"))]
-            let coarse = count < (helpers + 1).saturating_mul(PIECES_PER_TASK);
-            #[cfg(not(feature = "loom"))]
-            let woken = (coarse || wake.expects_worth()) && {
+            {
+                let _ = start;
                 wake.wake(helpers);
-                true
-            };
-            #[cfg(not(feature = "loom"))]
-            let started = std::time::Instant::now();
-            caller.ended += region.run_claimed(0..1);
+                caller.ended += region.run_claimed(0..1);
+            }
             // Chunks the caller ran itself (the first included).
             let mut ran = 1usize;
             #[cfg(not(feature = "loom"))]
             {
-                let first = started.elapsed();
+                if start.woken {
+                    wake.wake(helpers);
+                }
+                let first = match start.first {
+                    // Chunk 0 ran before the region was published and found the rest worth
+                    // a wake-up.
+                    Some(first) => {
+                        wake.wake(helpers);
+                        first
+                    }
+                    None => {
+                        caller.ended += region.run_claimed(0..1);
+                        start.started.elapsed()
+                    }
+                };
                 // A helper's last chunk should end within about one chunk's time of the
                 // caller running out of chunks: poll that long before sleeping.
                 caller.poll = first.saturating_mul(2).clamp(POLL_LEAST, POLL_MOST);
-                if !woken {
+                if !start.woken && start.first.is_none() {
                     // The last region was not worth a wake-up (or this one would have woken
                     // its helpers already): against that verdict, one first chunk, maybe run
                     // cold, must show twice the work. A region near the threshold otherwise
@@ -166,7 +280,7 @@ impl Region {
             // regions each paid a wake-up (cold 8 × 128 × 1 attention: 9.4 → 20 µs).
             #[cfg(not(feature = "loom"))]
             wake.learn(worth_waking(
-                started.elapsed() / u32::try_from(ran).unwrap_or(u32::MAX),
+                start.started.elapsed() / u32::try_from(ran).unwrap_or(u32::MAX),
                 count - 1,
             ));
             #[cfg(feature = "loom")]
@@ -174,7 +288,7 @@ impl Region {
         }
         drop(caller);
         #[cfg(not(feature = "loom"))]
-        wake.ended();
+        wake.ended(std::time::Instant::now());
         let first_panic = region.panic.lock().take();
         match first_panic {
             None => Ok(()),
@@ -356,8 +470,8 @@ pub(crate) trait Wake {
     /// Wakes up to `helpers` sleeping helpers.
     fn wake(&self, helpers: usize);
 
-    /// Whether the last region was worth a wake-up: then the next one wakes its helpers before
-    /// its first chunk instead of after it.
+    /// Whether the regions before this one were worth a wake-up (a pool asks for the last
+    /// two): then the next one wakes its helpers before its first chunk instead of after it.
     #[cfg_attr(feature = "loom", allow(dead_code))] // models always wake at once
     fn expects_worth(&self) -> bool {
         false
@@ -376,13 +490,26 @@ pub(crate) trait Wake {
         false
     }
 
-    /// Notes that a region begins now (a pool measures how long it sat idle before it).
+    /// Whether offering a region's helper jobs wakes nobody, so that a region may hold them
+    /// back until it decides to wake; `false` for an executor that wakes its threads when it
+    /// is given work (rayon's), which must be offered the jobs at once to be of any help.
     #[cfg_attr(feature = "loom", allow(dead_code))]
-    fn starting(&self) {}
+    fn offer_is_quiet(&self) -> bool {
+        false
+    }
 
-    /// Notes that a region has ended now.
-    #[cfg_attr(feature = "loom", allow(dead_code))]
-    fn ended(&self) {}
+    /// Notes that a region that involves the pool begins at `now` (a pool measures how long it
+    /// sat idle before it; a region that stays on its caller of a sleeping pool leaves it idle).
+    #[cfg(not(feature = "loom"))]
+    fn starting(&self, now: std::time::Instant) {
+        let _ = now;
+    }
+
+    /// Notes that a region ended at `now`.
+    #[cfg(not(feature = "loom"))]
+    fn ended(&self, now: std::time::Instant) {
+        let _ = now;
+    }
 }
 
 /// A closure wakes and remembers nothing.

@@ -459,15 +459,37 @@ fn a_pool_above_the_maximum_is_refused_before_any_thread_starts() {
 }
 
 #[test]
-fn a_pool_remembers_whether_the_last_region_was_worth_a_wake_up() {
+fn a_pool_expects_a_region_worth_a_wake_up_only_after_two_in_a_row() {
     use super::region::Wake;
     let pool = dedicated(2).unwrap();
     let shared = pool.pool().shared();
     assert!(!shared.expects_worth(), "a new pool expects short regions");
     shared.learn(true);
+    assert!(
+        !shared.expects_worth(),
+        "one region worth it may be a hiccup"
+    );
+    shared.learn(true);
     assert!(shared.expects_worth());
     shared.learn(false);
     assert!(!shared.expects_worth());
+    shared.learn(true);
+    assert!(!shared.expects_worth());
+}
+
+#[test]
+fn a_pool_remembers_whether_the_last_region_alone_was_worth_a_wake_up() {
+    use super::region::Wake;
+    let pool = dedicated(2).unwrap();
+    let shared = pool.pool().shared();
+    assert!(!shared.last_was_worth());
+    shared.learn(true);
+    assert!(
+        shared.last_was_worth(),
+        "workers block after one region worth it"
+    );
+    shared.learn(false);
+    assert!(!shared.last_was_worth());
 }
 
 #[test]
@@ -567,11 +589,11 @@ fn a_pool_measures_how_long_it_sat_idle_before_a_region() {
     use super::region::Wake;
     let pool = dedicated(2).unwrap();
     let shared = pool.pool().shared();
-    shared.starting();
+    shared.starting(std::time::Instant::now());
     assert_eq!(shared.last_gap(), None, "no region has ended yet");
-    shared.ended();
+    shared.ended(std::time::Instant::now());
     std::thread::sleep(Duration::from_millis(3));
-    shared.starting();
+    shared.starting(std::time::Instant::now());
     let gap = shared.last_gap().unwrap();
     assert!(gap >= Duration::from_millis(3), "{gap:?}");
 }
@@ -640,4 +662,177 @@ fn a_region_is_judged_by_its_mean_chunk_not_by_a_slow_first_one() {
         verdicts_of(|_| Duration::from_micros(10)),
         alloc::vec![true]
     );
+}
+
+/// A [`region::Wake`] for a pool whose helpers all sleep and whose offer wakes none (`quiet`),
+/// or for an executor that wakes its threads when offered work; it logs what the region asked
+/// of it, in order, next to the offers and body calls of [`logged_region`].
+struct Logged {
+    quiet: bool,
+    log: std::sync::Mutex<Vec<String>>,
+}
+
+impl Logged {
+    fn new(quiet: bool) -> Self {
+        Self {
+            quiet,
+            log: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn push(&self, event: String) {
+        self.log.lock().unwrap().push(event);
+    }
+}
+
+impl region::Wake for Logged {
+    fn wake(&self, helpers: usize) {
+        self.push(alloc::format!("wake {helpers}"));
+    }
+
+    fn learn(&self, worth: bool) {
+        self.push(alloc::format!("learn {worth}"));
+    }
+
+    fn offer_is_quiet(&self) -> bool {
+        self.quiet
+    }
+
+    fn starting(&self, _now: std::time::Instant) {
+        self.push("starting".into());
+    }
+
+    fn ended(&self, _now: std::time::Instant) {
+        self.push("ended".into());
+    }
+}
+
+/// Runs 8 one-unit pieces (one helper) on the caller, piece `i` busy for `busy(i)` and
+/// panicking where `panics(i)`; returns the log of offers, wake-ups, verdicts and body calls,
+/// and whether the region returned a panic. Offered jobs are dropped, never run.
+fn logged_region(
+    quiet: bool,
+    busy: impl Fn(usize) -> Duration + Sync,
+    panics: impl Fn(usize) -> bool + Sync,
+) -> (Vec<String>, bool) {
+    let wake = Logged::new(quiet);
+    let body = |start: usize, end: usize| {
+        wake.push(alloc::format!("body {start}..{end}"));
+        for i in start..end {
+            let until = std::time::Instant::now() + busy(i);
+            while std::time::Instant::now() < until {
+                core::hint::spin_loop();
+            }
+            if panics(i) {
+                std::panic::panic_any(i);
+            }
+        }
+    };
+    let outcome = region::Region::run(
+        region::pieces(8, 1, 2),
+        1,
+        &body,
+        |_, helpers| wake.push(alloc::format!("offer {helpers}")),
+        &wake,
+    );
+    (wake.log.into_inner().unwrap(), outcome.is_err())
+}
+
+/// The log without its verdicts: a panic's unwinding (a backtrace taken) may take long enough
+/// to make any region look worth a wake-up.
+fn without_verdicts((log, failed): (Vec<String>, bool)) -> (Vec<String>, bool) {
+    let log = log
+        .into_iter()
+        .filter(|e| !e.starts_with("learn"))
+        .collect();
+    (log, failed)
+}
+
+fn strings(events: &[&str]) -> Vec<String> {
+    events.iter().map(|e| (*e).into()).collect()
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece is slow"
+)]
+fn a_region_that_stays_on_the_caller_of_a_sleeping_pool_is_never_published() {
+    // Nothing worth a wake-up: no region built, no job queued; first piece, then the rest.
+    // Nor does the pool count it as activity (no `starting`, no `ended`).
+    // A first piece slowed down by the machine may look worth a wake-up, so any of a few
+    // tries that stays on the caller decides.
+    let tries: Vec<_> = (0..5)
+        .map(|_| logged_region(true, |_| Duration::ZERO, |_| false))
+        .collect();
+    let alone = (strings(&["body 0..1", "body 1..8", "learn false"]), false);
+    assert!(tries.contains(&alone), "{tries:?}");
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece is slow"
+)]
+fn a_sleeping_pool_is_offered_the_region_after_a_first_piece_worth_a_wake_up() {
+    // A 20 µs first piece with seven to go is worth a wake-up even against the last verdict:
+    // the region is published then (without its first piece, which is done), and woken.
+    let (log, failed) = without_verdicts(logged_region(
+        true,
+        |i| Duration::from_micros(if i == 0 { 20 } else { 0 }),
+        |_| false,
+    ));
+    assert!(!failed);
+    let mut expected = strings(&["body 0..1", "starting", "offer 1", "wake 1"]);
+    expected.extend((1..8).map(|i| alloc::format!("body {i}..{}", i + 1)));
+    expected.push("ended".into());
+    assert_eq!(log, expected);
+}
+
+#[test]
+fn a_region_on_an_executor_that_wakes_when_offered_is_offered_before_its_first_piece() {
+    // rayon wakes its threads when given work: holding the offer back would leave them idle.
+    let (log, _) = logged_region(false, |_| Duration::ZERO, |_| false);
+    assert_eq!(log[..3], strings(&["starting", "offer 1", "body 0..1"]));
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece is slow"
+)]
+fn a_panic_in_an_unpublished_first_piece_skips_the_rest_and_is_returned() {
+    let tries: Vec<_> = (0..5)
+        .map(|_| without_verdicts(logged_region(true, |_| Duration::ZERO, |i| i == 0)))
+        .collect();
+    let expected = (strings(&["body 0..1"]), true);
+    assert!(tries.contains(&expected), "{tries:?}");
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece is slow"
+)]
+fn a_panic_in_the_unpublished_rest_is_returned() {
+    let tries: Vec<_> = (0..5)
+        .map(|_| logged_region(true, |_| Duration::ZERO, |i| i == 5))
+        .collect();
+    let expected = (strings(&["body 0..1", "body 1..8", "learn false"]), true);
+    assert!(tries.contains(&expected), "{tries:?}");
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a timing policy: interpreted, every first piece is slow"
+)]
+fn a_region_that_stays_on_the_caller_of_a_sleeping_pool_leaves_its_idle_time_running() {
+    // The pool's workers take no part in it, so it neither ends the pool's idle time nor
+    // starts a new one: no `starting`, no `ended`.
+    let tries: Vec<_> = (0..5)
+        .map(|_| logged_region(true, |_| Duration::ZERO, |_| false).0)
+        .collect();
+    let idle = |log: &Vec<String>| log.iter().all(|e| e != "starting" && e != "ended");
+    assert!(tries.iter().any(idle), "{tries:?}");
 }
