@@ -20,8 +20,9 @@ use crate::tensor::{Tensor, TensorView};
 use crate::ShapeError;
 
 /// Calls over fewer output values than this run inline on the caller. 2^16: the figure at
-/// which a region pays for itself in attention (`SDPA_PARALLEL_MIN_WORK`); these ops do less
-/// per value, so it is, if anything, low — not tuned separately. A decode step's rows (one
+/// which a region paid for itself in attention before its decode kernels got faster
+/// (`SDPA_PARALLEL_MIN_WORK`, now 2^18); these ops do less per value, so it is, if anything,
+/// low — not tuned separately. A decode step's rows (one
 /// token, a few hundred to a few thousand values) always stay inline.
 pub const DECODER_PARALLEL_MIN_WORK: u64 = 1 << 16;
 

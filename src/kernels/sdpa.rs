@@ -12,12 +12,14 @@ use crate::tensor::{Tensor, TensorView};
 use crate::Precision;
 
 /// Calls holding fewer multiply-adds than this (`2·b·H·Sq·Sk·hd`, hidden causal keys included)
-/// run inline on the caller: below it a region costs more than the second core saves. 2^16 —
-/// measured on a 2-core x86_64 (AVX2) machine with `hardware()`, medians of 2000 calls: forking
-/// breaks even at 2^15 multiply-adds (≈ 2 µs of kernel work) and wins 1.2–1.9× at 2^16 and
-/// 1.7× at 2^17 (2^20, the figure for a scalar kernel about 20× slower, would leave most decode
-/// shapes inline).
-pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 16;
+/// run inline on the caller: below it a region costs more than the second core saves. 2^18 —
+/// measured on a 2-core x86_64 (AVX-512) machine with `hardware()` forced to fork, medians of
+/// 3000 calls back to back: decode steps of 2^16 multiply-adds (3–3.4 µs) ran 0.91–0.94× as
+/// fast as `Sequential` and of 2^17 (8 heads × 128 keys, 5.9 µs) 0.97×, while a prefill of
+/// 2^18 (2 heads × 8 queries × 128 keys) ran 1.5× and of 2^19 1.7× (2^16 before the decode
+/// kernels read 32 keys at a time; 2^20, the figure for a scalar kernel about 20× slower,
+/// would leave most decode shapes inline).
+pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 18;
 
 /// Options of [`scaled_dot_product_attention`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
