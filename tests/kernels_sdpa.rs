@@ -969,18 +969,21 @@ fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule
     }
 }
 
-#[test]
-fn stacked_decode_rows_of_groups_of_three_and_five_have_one_heads_bits_in_every_variant() {
-    // Groups of 3 (SmolLM2's 9 over 3) and 5 go as one block of rows below four, or a block of
-    // four and one row: each row must equal its head computed alone, in every compiled variant
-    // and both modes.
+/// Asserts that a decode step (Sq 1) of each `(heads, kv_heads)` group over `sk` keys, at each
+/// head dim, gives every stacked row its head's bits computed alone (K and V tiled per query
+/// head), in every compiled variant and both modes.
+fn assert_stacked_decode_rows_have_each_heads_bits(
+    groups: &[(usize, usize)],
+    dims: &[usize],
+    sk: usize,
+    seed: u32,
+) {
     let variants = available_variants();
-    let sk = 300;
-    for (heads, kv_heads) in [(9, 3), (10, 2)] {
-        for hd in [13, 64] {
-            let q = uniform(&[1, heads, 1, hd], 31);
-            let k = uniform(&[1, kv_heads, sk, hd], 32);
-            let v = uniform(&[1, kv_heads, sk, hd], 33);
+    for &(heads, kv_heads) in groups {
+        for &hd in dims {
+            let q = uniform(&[1, heads, 1, hd], seed);
+            let k = uniform(&[1, kv_heads, sk, hd], seed + 1);
+            let v = uniform(&[1, kv_heads, sk, hd], seed + 2);
             let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
             for variant in &variants {
                 for precision in [Precision::Portable, Precision::Native] {
@@ -1011,44 +1014,24 @@ fn stacked_decode_rows_of_groups_of_three_and_five_have_one_heads_bits_in_every_
 }
 
 #[test]
+fn stacked_decode_rows_of_groups_of_three_and_five_have_one_heads_bits_in_every_variant() {
+    // Groups of 3 (SmolLM2's 9 over 3) and 5 go as one block of rows below four, or a block of
+    // four and one row: each row must equal its head computed alone, in every compiled variant
+    // and both modes.
+    assert_stacked_decode_rows_have_each_heads_bits(&[(9, 3), (10, 2)], &[13, 64], 300, 31);
+}
+
+#[test]
 fn stacked_decode_rows_of_groups_of_one_to_four_have_one_heads_bits_in_every_variant() {
     // Groups of 1, 2, 3 and 4 query heads on a K/V head: four stacked rows take the wide score
     // kernel where there is one (32 keys at a time, the values requested by the weighted sum),
     // fewer take the 8-lane ones; each row must equal its head computed alone, in every
     // compiled variant and both modes, over several tiles and a ragged last one, at head dims
     // whose values the wide weighted sum does (64, 128) and does not (80) take.
-    let variants = available_variants();
-    let sk = 700;
-    for (heads, kv_heads) in [(3, 3), (6, 3), (9, 3), (12, 3)] {
-        for hd in [64, 80, 128] {
-            let q = uniform(&[1, heads, 1, hd], 41);
-            let k = uniform(&[1, kv_heads, sk, hd], 42);
-            let v = uniform(&[1, kv_heads, sk, hd], 43);
-            let (kt, vt) = (tile_heads(&k, heads), tile_heads(&v, heads));
-            for variant in &variants {
-                for precision in [Precision::Portable, Precision::Native] {
-                    let config = KernelConfig::new(variant.clone()).with_precision(precision);
-                    let run = |k: &Tensor, v: &Tensor| {
-                        scaled_dot_product_attention_with(
-                            &config,
-                            &q,
-                            k,
-                            v,
-                            None,
-                            &opts(true, None),
-                            &Sequential,
-                        )
-                        .unwrap()
-                        .to_bits()
-                    };
-                    assert_eq!(
-                        run(&k, &v),
-                        run(&kt, &vt),
-                        "{} {precision:?} H={heads} nKV={kv_heads} hd={hd}",
-                        variant.name()
-                    );
-                }
-            }
-        }
-    }
+    assert_stacked_decode_rows_have_each_heads_bits(
+        &[(3, 3), (6, 3), (9, 3), (12, 3)],
+        &[64, 80, 128],
+        700,
+        41,
+    );
 }
