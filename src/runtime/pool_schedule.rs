@@ -9,6 +9,7 @@ use core::time::Duration;
 use super::dispatch::{self, Forking};
 use super::error::{parse_task_groups, ScheduleError, MAX_PARALLELISM, TASK_GROUPS_VAR};
 use super::pool::{Pool, MAX_BLOCK_TIME};
+use super::region::Wake;
 use crate::schedule::{Schedule, ScheduleRef};
 use crate::sync::Arc;
 use crate::trace::TraceSinkRef;
@@ -160,6 +161,14 @@ impl Schedule for PoolSchedule {
             |region, helpers| shared.offer(region, helpers),
             shared,
         );
+    }
+
+    /// `true` while every worker sleeps (a pool without workers has none to wake).
+    fn helpers_asleep(&self) -> bool {
+        // The count of awake workers is kept outside loom's models (see `PoolShared`).
+        cfg!(not(feature = "loom"))
+            && self.inner.pool.parallelism() > 1
+            && !self.inner.pool.shared().helpers_awake()
     }
 }
 

@@ -109,6 +109,33 @@ fn a_caller_runs_piece_by_piece_while_a_helper_is_awake() {
 }
 
 #[test]
+fn a_pool_reports_its_helpers_asleep_only_while_every_worker_sleeps() {
+    let pool = dedicated(2).unwrap();
+    // Idle, the worker falls asleep once its poll window runs out.
+    let idle = std::time::Instant::now();
+    while !pool.helpers_asleep() {
+        assert!(
+            idle.elapsed() < Duration::from_secs(10),
+            "the worker never slept"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Running a job, it is awake.
+    let (release, held) = mpsc::channel::<()>();
+    let (started, worker_busy) = mpsc::channel();
+    on_worker(&pool, move || {
+        started.send(()).unwrap();
+        let _ = held.recv();
+    });
+    worker_busy.recv().unwrap();
+    assert!(!pool.helpers_asleep());
+    release.send(()).unwrap();
+    // A pool without workers has nobody to wake; `Sequential` never has.
+    assert!(!dedicated(1).unwrap().helpers_asleep());
+    assert!(!crate::Sequential.helpers_asleep());
+}
+
+#[test]
 fn a_region_has_up_to_four_pieces_per_task_each_at_least_the_grain() {
     let counts = |n, grain, tasks| {
         let pieces = region::pieces(n, grain, tasks);
