@@ -109,7 +109,8 @@ pub use kernels::{
     rope_with, scaled_dot_product_attention, scaled_dot_product_attention_with, selected_kernels,
     silu_mul, silu_mul_with, Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef,
     Precision, SdpaOptions, TensorOps, Work, CONV2D_PARALLEL_MIN_WORK, DECODER_PARALLEL_MIN_WORK,
-    EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, SDPA_PARALLEL_MIN_WORK,
+    EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, SDPA_LATE_HELPER_WORK,
+    SDPA_PARALLEL_MIN_WORK,
 };
 pub use kv_cache::KvCache;
 pub use registry::{KernelDispatch, KernelProvider, KernelRegistry};

@@ -38,10 +38,11 @@ const BATCH: usize = 1;
 const HEADS: usize = 8;
 
 /// An attention block large enough that every kernel splits its work: projections, GQA
-/// attention (8 heads over 2 K/V heads, 64 positions), output projection, residual; and a
-/// conv2d beside it.
+/// attention (8 heads over 2 K/V heads, 256 positions: 2^23 multiply-adds, enough to fork
+/// with as few as three pieces per task on a pool whose workers sleep), output projection,
+/// residual; and a conv2d beside it.
 fn block() -> Graph {
-    let (s, d, kv_heads, hd) = (64, 64, 2, 8);
+    let (s, d, kv_heads, hd) = (256, 64, 2, 8);
     let mut b = GraphBuilder::new();
     let x = b.input("x", [BATCH, s, d]).unwrap();
     let wq = b.input("wq", [d, HEADS * hd]).unwrap();

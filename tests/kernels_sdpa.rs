@@ -1035,3 +1035,81 @@ fn stacked_decode_rows_of_groups_of_one_to_four_have_one_heads_bits_in_every_var
         41,
     );
 }
+
+/// Two tasks that run in order on the caller, counting the regions opened on them; their
+/// helpers are asleep or not as told.
+struct CountsRegions {
+    asleep: bool,
+    regions: std::sync::atomic::AtomicUsize,
+}
+
+impl skainet_schedule::Schedule for CountsRegions {
+    fn parallelism(&self) -> usize {
+        2
+    }
+
+    fn name(&self) -> &str {
+        "counts-regions"
+    }
+
+    fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        self.regions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Sequential.for_range(n, grain, body);
+    }
+
+    fn helpers_asleep(&self) -> bool {
+        self.asleep
+    }
+}
+
+/// How many regions one causal call of `heads` query heads on `kv_heads` K/V heads opens on
+/// two tasks whose helpers are `asleep` or not, after checking it has `Sequential`'s bits.
+fn regions_opened(
+    config: &KernelConfig,
+    asleep: bool,
+    [heads, kv_heads, sq, sk]: [usize; 4],
+) -> usize {
+    let q = uniform(&[1, heads, sq, 64], 1);
+    let k = uniform(&[1, kv_heads, sk, 64], 2);
+    let v = uniform(&[1, kv_heads, sk, 64], 3);
+    let o = opts(true, None);
+    let counting = CountsRegions {
+        asleep,
+        regions: Default::default(),
+    };
+    let got = scaled_dot_product_attention_with(config, &q, &k, &v, None, &o, &counting).unwrap();
+    let want = sdpa(&q, &k, &v, None, &o, &Sequential).unwrap();
+    assert_eq!(got.to_bits(), want.to_bits());
+    counting.regions.into_inner()
+}
+
+#[test]
+fn a_call_of_few_pieces_per_task_on_sleeping_helpers_forks_only_from_a_late_helpers_work() {
+    let default = KernelConfig::selected();
+    // Two heads: 2·2·32·512·64 = 2^22 multiply-adds stay inline, twice that forks (2^23).
+    assert_eq!(regions_opened(&default, true, [2, 2, 32, 512]), 0);
+    assert_eq!(regions_opened(&default, true, [2, 2, 32, 1024]), 1);
+    // Four heads (two pieces per task) fork from 2^22 · 4/3: 2^22 stays inline, 2^23 forks.
+    assert_eq!(regions_opened(&default, true, [4, 4, 16, 512]), 0);
+    assert_eq!(regions_opened(&default, true, [4, 4, 32, 512]), 1);
+    // Eight heads (four pieces per task) fork from 2^18, as every call did before: 2^20 forks.
+    assert_eq!(regions_opened(&default, true, [8, 8, 8, 128]), 1);
+    // A decode step's pieces are its groups of heads: 8 heads on 2 K/V heads are two pieces,
+    // inline at 2·8·4096·64 = 2^22 and forked at 2^23.
+    assert_eq!(regions_opened(&default, true, [8, 2, 1, 4096]), 0);
+    assert_eq!(regions_opened(&default, true, [8, 2, 1, 8192]), 1);
+    // A threshold the caller sets replaces the bound.
+    let set = KernelConfig::selected().with_min_parallel_work(1 << 18);
+    assert_eq!(regions_opened(&set, true, [2, 2, 32, 512]), 1);
+}
+
+#[test]
+fn a_call_of_few_pieces_per_task_on_awake_helpers_forks_from_the_minimum_work() {
+    let default = KernelConfig::selected();
+    // 2^18 (2 heads × 8 queries × 128 keys) forks; 2^17 (one head fewer) stays inline.
+    assert_eq!(regions_opened(&default, false, [2, 2, 8, 128]), 1);
+    assert_eq!(regions_opened(&default, false, [1, 1, 8, 128]), 0);
+    assert_eq!(regions_opened(&default, false, [2, 2, 32, 512]), 1);
+    assert_eq!(regions_opened(&default, false, [8, 2, 1, 4096]), 1);
+}

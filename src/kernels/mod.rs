@@ -49,6 +49,6 @@ pub use ops::{CpuOps, OpsRef, TensorOps};
 pub use parallel::{parallel_chunks, Work};
 pub use sdpa::{
     scaled_dot_product_attention, scaled_dot_product_attention_with, SdpaOptions,
-    SDPA_PARALLEL_MIN_WORK,
+    SDPA_LATE_HELPER_WORK, SDPA_PARALLEL_MIN_WORK,
 };
 pub use variants::{cpu_kernels, selected_kernels, CpuKernels};

@@ -21,6 +21,40 @@ use crate::Precision;
 /// would leave most decode shapes inline).
 pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 18;
 
+/// A bound on the work (counted as for [`SDPA_PARALLEL_MIN_WORK`]) one core does while a
+/// helper woken from sleep gets going, `D`: 2^22, about 65 µs of attention on a 2-core x86_64
+/// virtual machine where such a helper started 15–45 µs late (its host halts idle virtual
+/// CPUs; real hardware wakes a thread in microseconds to tens of them).
+///
+/// A call of fewer than four pieces per task (one per (batch, head) unit, or per group of heads
+/// sharing K/V in a decode step) wakes sleeping helpers before its first piece and cannot
+/// balance one that starts late: the caller claims what the helper has not, but a piece the
+/// helper took ends `D` late. With `u` pieces of time `d` that costs the region
+/// `(u·d + D + d) / 2` against `u·d` inline, so while the schedule's helpers sleep
+/// ([`Schedule::helpers_asleep`]) such a call forks only from `2^22 · u / (u − 1)` (2^23 for
+/// two pieces); when they are awake, from [`SDPA_PARALLEL_MIN_WORK`]. Measured with 1 ms of
+/// idling before each call (every worker asleep), `hardware()` against `Sequential`, forking
+/// from 2^18: 2 heads × 8 queries × 128 keys (2^18) 0.36×, 2 heads at 2^22 0.80–0.97× and at
+/// 2^23 1.59–1.75×; 4 heads at 2^21 0.62–0.76× and at 2^22 1.51–1.60×; 6 heads at 2^21.6
+/// 1.56×; back to back (awake) the same calls gain up to 1.9×. Calls of four or more pieces
+/// per task fork from [`SDPA_PARALLEL_MIN_WORK`]: the pool decides after their first piece
+/// whether waking a helper pays. A threshold set with [`KernelConfig::with_min_parallel_work`]
+/// replaces both.
+pub const SDPA_LATE_HELPER_WORK: u64 = 1 << 22;
+
+/// The work from which a call of `pieces` pieces forks on a schedule of `parallelism` tasks
+/// whose helpers are `asleep` or not (see [`SDPA_LATE_HELPER_WORK`]).
+pub(super) fn fork_from(pieces: usize, parallelism: usize, asleep: bool) -> u64 {
+    let tasks = parallelism.min(pieces).max(1);
+    if !asleep || pieces < 2 || pieces / tasks >= 4 {
+        return SDPA_PARALLEL_MIN_WORK;
+    }
+    // `W·u / (u − 1)` as `W + W / (u − 1)`: no product to overflow.
+    let late = SDPA_LATE_HELPER_WORK;
+    late.saturating_add(late / (pieces as u64 - 1))
+        .max(SDPA_PARALLEL_MIN_WORK)
+}
+
 /// Options of [`scaled_dot_product_attention`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SdpaOptions {
@@ -74,7 +108,8 @@ pub struct SdpaOptions {
 ///   [`scaled_dot_product_attention_with`]) the steps fuse where the CPU has FMA.
 ///
 /// The (batch, head) pairs are the units of `schedule`; calls below
-/// [`SDPA_PARALLEL_MIN_WORK`] stay inline. The arithmetic of a unit never depends on the
+/// [`SDPA_PARALLEL_MIN_WORK`] stay inline, and so, while the schedule's helpers sleep, do calls
+/// of fewer than four pieces per task below [`SDPA_LATE_HELPER_WORK`]'s bound. The arithmetic of a unit never depends on the
 /// schedule, so the result is bit-identical under every schedule.
 ///
 /// ```
@@ -169,10 +204,6 @@ pub fn scaled_dot_product_attention_with<'a>(
     let total = [dims.batch, heads, sq, sk, hd]
         .iter()
         .fold(2u64, |w, &d| w.saturating_mul(d as u64));
-    let work = Work {
-        total,
-        fork_from: config.threshold(SDPA_PARALLEL_MIN_WORK),
-    };
     let attend = config.pick(&config.kernels().attend);
     // K and V of the whole call, in bytes: whether a decode row may take them to be cached.
     let kv_bytes = [dims.batch, heads / group.max(1), sk, hd]
@@ -188,6 +219,14 @@ pub fn scaled_dot_product_attention_with<'a>(
         group
     } else {
         1
+    };
+    let units = dims.batch.saturating_mul(heads);
+    let pieces = units.div_ceil(grain);
+    let work = Work {
+        total,
+        fork_from: config.min_parallel_work().unwrap_or_else(|| {
+            fork_from(pieces, schedule.parallelism(), schedule.helpers_asleep())
+        }),
     };
     parallel_chunks_grained(
         "sdpa",

@@ -100,7 +100,8 @@ pub trait Schedule: Send + Sync {
 
     /// Whether a region opened now would first have to wake threads that sleep, tens of
     /// microseconds or more before any of them helps. A kernel whose call is too few pieces
-    /// per task to make that up runs a small one inline then; a hint only, read without
+    /// per task to make that up runs a small one inline then (see
+    /// [`SDPA_LATE_HELPER_WORK`](crate::SDPA_LATE_HELPER_WORK)); a hint only, read without
     /// synchronization, and never a change to any result. The default, `false`, is for a
     /// schedule whose threads are ready or that cannot tell; the pools of `dedicated(p)` and
     /// `hardware()` answer `true` while every worker sleeps.
