@@ -4,6 +4,9 @@
 //! `hardware()` sit in one group per shape, so their ratio comes from one run; `warm` groups
 //! time back-to-back calls for comparison.
 //!
+//! Four shapes of fewer than four heads per task follow the grid (2 or 4 heads, 2^18 to
+//! 2^23 multiply-adds): regions that wake their helpers before the first piece.
+//!
 //! `cargo bench --features parallel --bench cold_pool [-- FILTER]`; ids read
 //! `cold_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}` and
 //! `warm_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}`.
@@ -38,57 +41,59 @@ fn bench_cold(c: &mut Criterion) {
         ("sequential", Box::new(Sequential)),
         ("hardware", Box::new(skainet_schedule::hardware())),
     ];
-    for heads in [8usize, 32] {
-        for sk in [128usize, 1024, 4096] {
-            for sq in [1usize, 64] {
-                let q = tensor(vec![1, heads, sq, HD], 1);
-                let k = tensor(vec![1, heads, sk, HD], 2);
-                let v = tensor(vec![1, heads, sk, HD], 3);
-                let call = |schedule: &dyn Schedule| {
-                    scaled_dot_product_attention(
-                        black_box(&q),
-                        black_box(&k),
-                        black_box(&v),
-                        None,
-                        &options,
-                        schedule,
-                    )
-                    .expect("valid shapes")
-                };
-                let mut group = c.benchmark_group(format!("cold_pool/h{heads}_sk{sk}_sq{sq}"));
-                group
-                    .sampling_mode(SamplingMode::Flat)
-                    .sample_size(10)
-                    .warm_up_time(Duration::from_millis(200))
-                    .measurement_time(Duration::from_millis(500));
-                for (name, schedule) in &schedules {
-                    group.bench_function(*name, |bench| {
-                        bench.iter_custom(|iters| {
-                            let calls = iters.clamp(1, MAX_CALLS_PER_SAMPLE);
-                            let mut timed = Duration::ZERO;
-                            for _ in 0..calls {
-                                std::thread::sleep(COLD_SLEEP);
-                                let started = Instant::now();
-                                black_box(call(schedule.as_ref()));
-                                timed += started.elapsed();
-                            }
-                            // The mean of the calls made, as if all `iters` had been made.
-                            timed.mul_f64(iters as f64 / calls as f64)
-                        })
-                    });
-                }
-                group.finish();
-                let mut group = c.benchmark_group(format!("warm_pool/h{heads}_sk{sk}_sq{sq}"));
-                group
-                    .sample_size(10)
-                    .warm_up_time(Duration::from_millis(200))
-                    .measurement_time(Duration::from_millis(500));
-                for (name, schedule) in &schedules {
-                    group.bench_function(*name, |bench| bench.iter(|| call(schedule.as_ref())));
-                }
-                group.finish();
-            }
+    let grid = [8usize, 32].into_iter().flat_map(|heads| {
+        [128usize, 1024, 4096]
+            .into_iter()
+            .flat_map(move |sk| [1usize, 64].map(|sq| (heads, sk, sq)))
+    });
+    let few_heads = [(2, 128, 8), (4, 256, 16), (2, 512, 32), (2, 1024, 32)];
+    for (heads, sk, sq) in grid.chain(few_heads) {
+        let q = tensor(vec![1, heads, sq, HD], 1);
+        let k = tensor(vec![1, heads, sk, HD], 2);
+        let v = tensor(vec![1, heads, sk, HD], 3);
+        let call = |schedule: &dyn Schedule| {
+            scaled_dot_product_attention(
+                black_box(&q),
+                black_box(&k),
+                black_box(&v),
+                None,
+                &options,
+                schedule,
+            )
+            .expect("valid shapes")
+        };
+        let mut group = c.benchmark_group(format!("cold_pool/h{heads}_sk{sk}_sq{sq}"));
+        group
+            .sampling_mode(SamplingMode::Flat)
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_millis(500));
+        for (name, schedule) in &schedules {
+            group.bench_function(*name, |bench| {
+                bench.iter_custom(|iters| {
+                    let calls = iters.clamp(1, MAX_CALLS_PER_SAMPLE);
+                    let mut timed = Duration::ZERO;
+                    for _ in 0..calls {
+                        std::thread::sleep(COLD_SLEEP);
+                        let started = Instant::now();
+                        black_box(call(schedule.as_ref()));
+                        timed += started.elapsed();
+                    }
+                    // The mean of the calls made, as if all `iters` had been made.
+                    timed.mul_f64(iters as f64 / calls as f64)
+                })
+            });
         }
+        group.finish();
+        let mut group = c.benchmark_group(format!("warm_pool/h{heads}_sk{sk}_sq{sq}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_millis(500));
+        for (name, schedule) in &schedules {
+            group.bench_function(*name, |bench| bench.iter(|| call(schedule.as_ref())));
+        }
+        group.finish();
     }
 }
 
