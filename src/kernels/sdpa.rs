@@ -109,8 +109,9 @@ pub struct SdpaOptions {
 ///
 /// The (batch, head) pairs are the units of `schedule`; calls below
 /// [`SDPA_PARALLEL_MIN_WORK`] stay inline, and so, while the schedule's helpers sleep, do calls
-/// of fewer than four pieces per task below [`SDPA_LATE_HELPER_WORK`]'s bound. The arithmetic of a unit never depends on the
-/// schedule, so the result is bit-identical under every schedule.
+/// of fewer than four pieces per task below [`SDPA_LATE_HELPER_WORK`]'s bound. The arithmetic
+/// of a unit never depends on the schedule, so the result is bit-identical under every
+/// schedule.
 ///
 /// ```
 /// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model

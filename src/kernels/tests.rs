@@ -525,8 +525,9 @@ fn attention_with_fewer_than_four_pieces_per_task_forks_only_past_a_late_helpers
     assert_eq!(fork_from(3, 2, true), 6_291_456); // 2^22 · 3 / 2
     assert_eq!(fork_from(4, 2, true), 5_592_405); // 2^22 · 4 / 3, rounded down
     assert_eq!(fork_from(7, 2, true), 4_893_354); // 2^22 · 7 / 6
-    assert_eq!(fork_from(5, 16, true), 5_242_880); // five tasks of one piece: 2^22 · 5 / 4
-                                                   // Four pieces per task or more: the pool decides after the first piece.
+                                                  // Five tasks of one piece each: 2^22 · 5 / 4.
+    assert_eq!(fork_from(5, 16, true), 5_242_880);
+    // Four pieces per task or more: the pool decides after the first piece.
     assert_eq!(fork_from(8, 2, true), SDPA_PARALLEL_MIN_WORK);
     assert_eq!(fork_from(64, 16, true), SDPA_PARALLEL_MIN_WORK);
     // One piece never forks; a huge count neither overflows nor divides by zero.
