@@ -1096,9 +1096,10 @@ fn a_call_of_few_pieces_per_task_on_sleeping_helpers_forks_only_from_a_late_help
     // Eight heads (four pieces per task) fork from 2^18, as every call did before: 2^20 forks.
     assert_eq!(regions_opened(&default, true, [8, 8, 8, 128]), 1);
     // A decode step's pieces are its groups of heads: 8 heads on 2 K/V heads are two pieces,
-    // inline at 2·8·4096·64 = 2^22 and forked at 2^23.
-    assert_eq!(regions_opened(&default, true, [8, 2, 1, 4096]), 0);
-    assert_eq!(regions_opened(&default, true, [8, 2, 1, 8192]), 1);
+    // whose late start is half a prefill's work: inline at 2·8·2048·64 = 2^21 and forked at
+    // 2^22.
+    assert_eq!(regions_opened(&default, true, [8, 2, 1, 2048]), 0);
+    assert_eq!(regions_opened(&default, true, [8, 2, 1, 4096]), 1);
     // A threshold the caller sets replaces the bound.
     let set = KernelConfig::selected().with_min_parallel_work(1 << 18);
     assert_eq!(regions_opened(&set, true, [2, 2, 32, 512]), 1);
@@ -1111,5 +1112,5 @@ fn a_call_of_few_pieces_per_task_on_awake_helpers_forks_from_the_minimum_work() 
     assert_eq!(regions_opened(&default, false, [2, 2, 8, 128]), 1);
     assert_eq!(regions_opened(&default, false, [1, 1, 8, 128]), 0);
     assert_eq!(regions_opened(&default, false, [2, 2, 32, 512]), 1);
-    assert_eq!(regions_opened(&default, false, [8, 2, 1, 4096]), 1);
+    assert_eq!(regions_opened(&default, false, [8, 2, 1, 2048]), 1);
 }

@@ -32,7 +32,8 @@ pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 18;
 /// helper took ends `D` late. With `u` pieces of time `d` that costs the region
 /// `(u·d + D + d) / 2` against `u·d` inline, so while the schedule's helpers sleep
 /// ([`Schedule::helpers_asleep`]) such a call forks only from `2^22 · u / (u − 1)` (2^23 for
-/// two pieces); when they are awake, from [`SDPA_PARALLEL_MIN_WORK`]. Measured with 1 ms of
+/// two pieces; half that for a decode step, which does half the multiply-adds per second);
+/// when they are awake, from [`SDPA_PARALLEL_MIN_WORK`]. Measured with 1 ms of
 /// idling before each call (every worker asleep), `hardware()` against `Sequential`, forking
 /// from 2^18: 2 heads × 8 queries × 128 keys (2^18) 0.36×, 2 heads at 2^22 0.80–0.97× and at
 /// 2^23 1.59–1.75×; 4 heads at 2^21 0.62–0.76× and at 2^22 1.51–1.60×; 6 heads at 2^21.6
@@ -43,14 +44,20 @@ pub const SDPA_PARALLEL_MIN_WORK: u64 = 1 << 18;
 pub const SDPA_LATE_HELPER_WORK: u64 = 1 << 22;
 
 /// The work from which a call of `pieces` pieces forks on a schedule of `parallelism` tasks
-/// whose helpers are `asleep` or not (see [`SDPA_LATE_HELPER_WORK`]).
-pub(super) fn fork_from(pieces: usize, parallelism: usize, asleep: bool) -> u64 {
+/// whose helpers are `asleep` or not, for a `decode` step or not (see
+/// [`SDPA_LATE_HELPER_WORK`]).
+pub(super) fn fork_from(pieces: usize, parallelism: usize, asleep: bool, decode: bool) -> u64 {
     let tasks = parallelism.min(pieces).max(1);
     if !asleep || pieces < 2 || pieces / tasks >= 4 {
         return SDPA_PARALLEL_MIN_WORK;
     }
+    // A decode step streams K and V for few multiply-adds each: it does about half as many
+    // per second as a prefill (40 against 69 G/s here), so a late start is half the work.
+    let late = match decode {
+        true => SDPA_LATE_HELPER_WORK / 2,
+        false => SDPA_LATE_HELPER_WORK,
+    };
     // `W·u / (u − 1)` as `W + W / (u − 1)`: no product to overflow.
-    let late = SDPA_LATE_HELPER_WORK;
     late.saturating_add(late / (pieces as u64 - 1))
         .max(SDPA_PARALLEL_MIN_WORK)
 }
@@ -226,7 +233,12 @@ pub fn scaled_dot_product_attention_with<'a>(
     let work = Work {
         total,
         fork_from: config.min_parallel_work().unwrap_or_else(|| {
-            fork_from(pieces, schedule.parallelism(), schedule.helpers_asleep())
+            fork_from(
+                pieces,
+                schedule.parallelism(),
+                schedule.helpers_asleep(),
+                sq == 1,
+            )
         }),
     };
     parallel_chunks_grained(

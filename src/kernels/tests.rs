@@ -521,20 +521,23 @@ fn attention_with_fewer_than_four_pieces_per_task_forks_only_past_a_late_helpers
     use super::sdpa::{fork_from, SDPA_LATE_HELPER_WORK, SDPA_PARALLEL_MIN_WORK};
     assert_eq!(SDPA_LATE_HELPER_WORK, 1 << 22);
     // Helpers asleep. Two pieces on two tasks: each piece must outlast a helper's late start.
-    assert_eq!(fork_from(2, 2, true), 1 << 23);
-    assert_eq!(fork_from(3, 2, true), 6_291_456); // 2^22 · 3 / 2
-    assert_eq!(fork_from(4, 2, true), 5_592_405); // 2^22 · 4 / 3, rounded down
-    assert_eq!(fork_from(7, 2, true), 4_893_354); // 2^22 · 7 / 6
-                                                  // Five tasks of one piece each: 2^22 · 5 / 4.
-    assert_eq!(fork_from(5, 16, true), 5_242_880);
-    // Four pieces per task or more: the pool decides after the first piece.
-    assert_eq!(fork_from(8, 2, true), SDPA_PARALLEL_MIN_WORK);
-    assert_eq!(fork_from(64, 16, true), SDPA_PARALLEL_MIN_WORK);
+    assert_eq!(fork_from(2, 2, true, false), 1 << 23);
+    assert_eq!(fork_from(3, 2, true, false), 6_291_456); // 2^22 · 3 / 2
+    assert_eq!(fork_from(4, 2, true, false), 5_592_405); // 2^22 · 4 / 3, rounded down
+    assert_eq!(fork_from(7, 2, true, false), 4_893_354); // 2^22 · 7 / 6
+                                                         // Five tasks of one piece each: 2^22 · 5 / 4.
+    assert_eq!(fork_from(5, 16, true, false), 5_242_880);
+    // A decode step's late start is half the work.
+    assert_eq!(fork_from(2, 2, true, true), 1 << 22);
+    assert_eq!(fork_from(4, 2, true, true), 2_796_202); // 2^21 · 4 / 3, rounded down
+                                                        // Four pieces per task or more: the pool decides after the first piece.
+    assert_eq!(fork_from(8, 2, true, false), SDPA_PARALLEL_MIN_WORK);
+    assert_eq!(fork_from(64, 16, true, true), SDPA_PARALLEL_MIN_WORK);
     // One piece never forks; a huge count neither overflows nor divides by zero.
-    assert_eq!(fork_from(1, 2, true), SDPA_PARALLEL_MIN_WORK);
-    assert_eq!(fork_from(0, 2, true), SDPA_PARALLEL_MIN_WORK);
-    assert_eq!(fork_from(usize::MAX, usize::MAX, true), 1 << 22);
+    assert_eq!(fork_from(1, 2, true, false), SDPA_PARALLEL_MIN_WORK);
+    assert_eq!(fork_from(0, 2, true, false), SDPA_PARALLEL_MIN_WORK);
+    assert_eq!(fork_from(usize::MAX, usize::MAX, true, false), 1 << 22);
     // Helpers awake: no late start to make up.
-    assert_eq!(fork_from(2, 2, false), SDPA_PARALLEL_MIN_WORK);
-    assert_eq!(fork_from(7, 2, false), SDPA_PARALLEL_MIN_WORK);
+    assert_eq!(fork_from(2, 2, false, false), SDPA_PARALLEL_MIN_WORK);
+    assert_eq!(fork_from(7, 2, false, true), SDPA_PARALLEL_MIN_WORK);
 }
