@@ -4,8 +4,10 @@
 //! `hardware()` sit in one group per shape, so their ratio comes from one run; `warm` groups
 //! time back-to-back calls for comparison.
 //!
-//! Four shapes of fewer than four heads per task follow the grid (2 or 4 heads, 2^18 to
-//! 2^23 multiply-adds): regions that wake their helpers before the first piece.
+//! Shapes of fewer than four pieces per task follow the grid, regions that wake their helpers
+//! before the first piece: prefills of 2 or 4 heads (2^18 to 2^23 multiply-adds), then decode
+//! steps of 8 query heads on 2 K/V heads, two pieces of one group each
+//! (`h8_kv2_sk{Sk}_sq1`).
 //!
 //! `cargo bench --features parallel --bench cold_pool [-- FILTER]`; ids read
 //! `cold_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}` and
@@ -44,13 +46,19 @@ fn bench_cold(c: &mut Criterion) {
     let grid = [8usize, 32].into_iter().flat_map(|heads| {
         [128usize, 1024, 4096]
             .into_iter()
-            .flat_map(move |sk| [1usize, 64].map(|sq| (heads, sk, sq)))
+            .flat_map(move |sk| [1usize, 64].map(|sq| (heads, heads, sk, sq)))
     });
-    let few_heads = [(2, 128, 8), (4, 256, 16), (2, 512, 32), (2, 1024, 32)];
-    for (heads, sk, sq) in grid.chain(few_heads) {
+    let few_heads = [(2, 128, 8), (4, 256, 16), (2, 512, 32), (2, 1024, 32)]
+        .map(|(heads, sk, sq)| (heads, heads, sk, sq));
+    let few_groups = [(8, 2, 2048, 1), (8, 2, 4096, 1)];
+    for (heads, kv_heads, sk, sq) in grid.chain(few_heads).chain(few_groups) {
         let q = tensor(vec![1, heads, sq, HD], 1);
-        let k = tensor(vec![1, heads, sk, HD], 2);
-        let v = tensor(vec![1, heads, sk, HD], 3);
+        let k = tensor(vec![1, kv_heads, sk, HD], 2);
+        let v = tensor(vec![1, kv_heads, sk, HD], 3);
+        let id = match kv_heads == heads {
+            true => format!("h{heads}_sk{sk}_sq{sq}"),
+            false => format!("h{heads}_kv{kv_heads}_sk{sk}_sq{sq}"),
+        };
         let call = |schedule: &dyn Schedule| {
             scaled_dot_product_attention(
                 black_box(&q),
@@ -62,7 +70,7 @@ fn bench_cold(c: &mut Criterion) {
             )
             .expect("valid shapes")
         };
-        let mut group = c.benchmark_group(format!("cold_pool/h{heads}_sk{sk}_sq{sq}"));
+        let mut group = c.benchmark_group(format!("cold_pool/{id}"));
         group
             .sampling_mode(SamplingMode::Flat)
             .sample_size(10)
@@ -85,7 +93,7 @@ fn bench_cold(c: &mut Criterion) {
             });
         }
         group.finish();
-        let mut group = c.benchmark_group(format!("warm_pool/h{heads}_sk{sk}_sq{sq}"));
+        let mut group = c.benchmark_group(format!("warm_pool/{id}"));
         group
             .sample_size(10)
             .warm_up_time(Duration::from_millis(200))
