@@ -222,13 +222,13 @@ pub fn scaled_dot_product_attention_with<'a>(
     // groups enough for every task: each group is then one call that reads its K and V once,
     // instead of a region's pieces cutting groups in two and reading them twice. With fewer
     // groups than tasks (one K/V head, many cores) the groups are split as before.
-    let groups = dims.batch.saturating_mul(heads) / group.max(1);
+    let units = dims.batch.saturating_mul(heads);
+    let groups = units / group.max(1);
     let grain = if sq == 1 && q.head_stride == hd && groups >= schedule.parallelism() {
         group
     } else {
         1
     };
-    let units = dims.batch.saturating_mul(heads);
     let pieces = units.div_ceil(grain);
     let work = Work {
         total,
