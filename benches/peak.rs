@@ -6,7 +6,10 @@
 //! matmul bench divided by it is the kernels' share of the core's peak. `read_bandwidth` streams
 //! 128 MiB once per iteration (bytes per second): the ceiling of the one-row products; its
 //! `sum_256MiB` streams 256 MiB, the reference for reads of that size (a 256 MiB decode step):
-//! the 32 MiB L3 serves part of a smaller stream. `cargo bench --bench peak -- read_bandwidth`.
+//! the 32 MiB L3 serves part of a smaller stream. `sum_huge` and `sum_256MiB_huge` stream the
+//! same sizes from memory advised for transparent huge pages (`Tensor::zeros_in_huge_pages`),
+//! the references of the decode benches over such memory.
+//! `cargo bench --bench peak -- read_bandwidth`.
 //! Inline assembly: the compiler would hoist or merge the loop-invariant products of
 //! intrinsics, and AVX-512's intrinsics are newer than the crate's minimum Rust.
 //! `cargo bench --bench peak`.
@@ -17,6 +20,8 @@ use std::time::Duration;
 mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+#[cfg(target_arch = "x86_64")]
+use skainet_schedule::Tensor;
 
 #[cfg(target_arch = "x86_64")]
 use common::stream_sum_avx2 as stream_sum;
@@ -245,6 +250,17 @@ fn bench(c: &mut Criterion) {
         let large: Vec<f32> = (0..LARGE_STREAM_BYTES / 4)
             .map(|i| (i % 7) as f32)
             .collect();
+        let in_huge_pages = |bytes: usize| {
+            let mut t = Tensor::zeros_in_huge_pages(vec![bytes / 4]).expect("256 MiB at most");
+            for (i, x) in t.data_mut().iter_mut().enumerate() {
+                *x = (i % 7) as f32;
+            }
+            t
+        };
+        let (xs_huge, large_huge) = (
+            in_huge_pages(STREAM_BYTES),
+            in_huge_pages(LARGE_STREAM_BYTES),
+        );
         let mut group = c.benchmark_group("peak/read_bandwidth_one_core");
         group
             .sample_size(10)
@@ -253,9 +269,16 @@ fn bench(c: &mut Criterion) {
             .throughput(Throughput::Bytes(STREAM_BYTES as u64));
         // SAFETY: AVX2 was detected just above.
         group.bench_function("sum", |b| b.iter(|| unsafe { stream_sum(&xs) }));
+        // SAFETY: as above.
+        let huge = |b: &mut criterion::Bencher| b.iter(|| unsafe { stream_sum(xs_huge.data()) });
+        group.bench_function("sum_huge", huge);
         group.throughput(Throughput::Bytes(LARGE_STREAM_BYTES as u64));
         // SAFETY: as above.
         group.bench_function("sum_256MiB", |b| b.iter(|| unsafe { stream_sum(&large) }));
+        // SAFETY: as above.
+        let large_huge_sum =
+            |b: &mut criterion::Bencher| b.iter(|| unsafe { stream_sum(large_huge.data()) });
+        group.bench_function("sum_256MiB_huge", large_huge_sum);
         group.finish();
         // Both cores at once, each streaming its half, in scoped threads started per call (a
         // few tens of microseconds against milliseconds of streaming): what the two-task

@@ -15,7 +15,9 @@
 //! `sdpa_decode_gqa/sq1_hd64_h32_kv8_sk16384/{portable,native}` the same with four query heads
 //! per K/V head (`..._sk512`: 2 MiB, in cache, the arithmetic's ceiling). Each decode group
 //! also holds `stream`, a plain sum over the same K and V buffers in the same run: the ratio to
-//! it is the one to read, with the noise of the minutes it ran in.
+//! it is the one to read, with the noise of the minutes it ran in. `sdpa_decode_huge/…` and
+//! `sdpa_decode_gqa_huge/…` are the same steps with K and V in memory advised for transparent
+//! huge pages (as `KvCache::with_huge_pages` allocates), read against `peak`'s `…_huge` streams.
 //! Both run under `Sequential`, one core. `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
 //! (mode `portable` or `native`, schedule `sequential` or `hardware`) is the grid's prefill
 //! half in both modes, to hold against another library (XLA).
@@ -30,7 +32,7 @@ use skainet_schedule::Tensor;
 use skainet_schedule::{scaled_dot_product_attention, SdpaOptions};
 use skainet_schedule::{scaled_dot_product_attention_with, KernelConfig, Precision, Sequential};
 
-use common::{schedules, tensor};
+use common::{schedules, tensor, tensor_in_huge_pages};
 
 const HD: usize = 64;
 
@@ -243,14 +245,25 @@ fn stream_sum(t: &Tensor) -> f32 {
 /// One decode group `name`: a step (Sq = 1) of `heads` query heads over `kv_heads` K/V heads
 /// of `sk` keys under `Sequential`, in bytes of K and V per second (each read once at best),
 /// next to `stream`, a plain read of the same K and V in the same run.
-fn decode_group(c: &mut Criterion, name: String, heads: usize, kv_heads: usize, sk: usize) {
+fn decode_group(
+    c: &mut Criterion,
+    name: String,
+    heads: usize,
+    kv_heads: usize,
+    sk: usize,
+    pages: Pages,
+) {
     let options = SdpaOptions {
         scale: None,
         causal: true,
     };
     let q = tensor(vec![1, heads, 1, HD], 1);
-    let k = tensor(vec![1, kv_heads, sk, HD], 2);
-    let v = tensor(vec![1, kv_heads, sk, HD], 3);
+    let kv = match pages {
+        Pages::Small => tensor,
+        Pages::Huge => tensor_in_huge_pages,
+    };
+    let k = kv(vec![1, kv_heads, sk, HD], 2);
+    let v = kv(vec![1, kv_heads, sk, HD], 3);
     let mut group = c.benchmark_group(name);
     group
         .sample_size(10)
@@ -279,11 +292,32 @@ fn decode_group(c: &mut Criterion, name: String, heads: usize, kv_heads: usize, 
     group.finish();
 }
 
+/// Where a decode group's K and V live: pages of 4 KiB, or memory advised for transparent huge
+/// pages (`Tensor::zeros_in_huge_pages`, as `KvCache::with_huge_pages` allocates), whose group
+/// names end in `_huge`.
+#[derive(Clone, Copy)]
+enum Pages {
+    Small,
+    Huge,
+}
+
+impl Pages {
+    fn suffix(self) -> &'static str {
+        match self {
+            Pages::Small => "",
+            Pages::Huge => "_huge",
+        }
+    }
+}
+
 /// A decode step over 8 heads of K and V larger than the last-level cache (64 and 256 MiB),
-/// against one core's read bandwidth.
+/// against one core's read bandwidth, in both kinds of pages.
 fn bench_decode(c: &mut Criterion) {
-    for sk in [16_384usize, 65_536] {
-        decode_group(c, format!("sdpa_decode/sq1_hd64_sk{sk}"), 8, 8, sk);
+    for pages in [Pages::Small, Pages::Huge] {
+        for sk in [16_384usize, 65_536] {
+            let name = format!("sdpa_decode{}/sq1_hd64_sk{sk}", pages.suffix());
+            decode_group(c, name, 8, 8, sk, pages);
+        }
     }
 }
 
@@ -292,9 +326,14 @@ fn bench_decode(c: &mut Criterion) {
 /// the 64 MiB step cannot pass whatever its reads.
 fn bench_decode_gqa(c: &mut Criterion) {
     let (heads, kv_heads) = (32, 8);
-    for sk in [512usize, 16_384] {
-        let name = format!("sdpa_decode_gqa/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}");
-        decode_group(c, name, heads, kv_heads, sk);
+    for (sk, pages) in [
+        (512usize, Pages::Small),
+        (16_384, Pages::Small),
+        (16_384, Pages::Huge),
+    ] {
+        let suffix = pages.suffix();
+        let name = format!("sdpa_decode_gqa{suffix}/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}");
+        decode_group(c, name, heads, kv_heads, sk, pages);
     }
 }
 

@@ -4,8 +4,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::kernels::KernelError;
+use crate::pages::try_zeroed_in;
 use crate::shape;
-use crate::tensor::{try_zeroed, TensorError, TensorView};
+use crate::tensor::{TensorError, TensorView};
 use crate::ShapeError;
 
 /// The keys and values of one attention layer: two `[b, nKV, capacity, hd]` buffers allocated
@@ -76,6 +77,40 @@ impl KvCache {
         capacity: usize,
         head_dim: usize,
     ) -> Result<Self, KernelError> {
+        Self::new_in(batch, kv_heads, capacity, head_dim, false)
+    }
+
+    /// As [`new`](Self::new), with both buffers' memory advised for transparent huge pages
+    /// before it is first written (see [`Tensor::zeros_in_huge_pages`](crate::Tensor::zeros_in_huge_pages)):
+    /// for a long context, whose every decode step reads the whole filled prefix. The values,
+    /// and every result computed from them, are those of [`new`](Self::new).
+    ///
+    /// ```
+    /// use skainet_schedule::KvCache;
+    ///
+    /// let cache = KvCache::with_huge_pages(1, 8, 4096, 64).unwrap(); // 8 MiB per buffer
+    /// assert_eq!((cache.capacity(), cache.len()), (4096, 0));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_huge_pages(
+        batch: usize,
+        kv_heads: usize,
+        capacity: usize,
+        head_dim: usize,
+    ) -> Result<Self, KernelError> {
+        Self::new_in(batch, kv_heads, capacity, head_dim, true)
+    }
+
+    fn new_in(
+        batch: usize,
+        kv_heads: usize,
+        capacity: usize,
+        head_dim: usize,
+        huge: bool,
+    ) -> Result<Self, KernelError> {
         let shape = [batch, kv_heads, capacity, head_dim];
         let Some(n) = shape::element_count(&shape) else {
             return Err(ShapeError::TooLarge {
@@ -85,7 +120,7 @@ impl KvCache {
             .into());
         };
         let alloc = || {
-            try_zeroed(n).ok_or(TensorError::Alloc {
+            try_zeroed_in(n, huge).ok_or(TensorError::Alloc {
                 shape: shape.to_vec(),
             })
         };

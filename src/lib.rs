@@ -87,6 +87,7 @@ mod context;
 pub mod graph;
 mod kernels;
 mod kv_cache;
+mod pages;
 mod registry;
 mod schedule;
 pub mod shape;

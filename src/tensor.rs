@@ -138,10 +138,7 @@ impl core::error::Error for TensorError {}
 
 /// `len` zeros, or `None` when they cannot be allocated: never an abort.
 pub(crate) fn try_zeroed(len: usize) -> Option<Vec<f32>> {
-    let mut data = Vec::new();
-    data.try_reserve_exact(len).ok()?;
-    data.resize(len, 0.0);
-    Some(data)
+    crate::pages::try_zeroed_in(len, false)
 }
 
 impl Tensor {
@@ -171,8 +168,42 @@ impl Tensor {
     /// [`MAX_ELEMENTS`](crate::shape::MAX_ELEMENTS); [`TensorError::Alloc`] when the memory
     /// cannot be had.
     pub fn zeros(shape: Vec<usize>) -> Result<Self, TensorError> {
+        Self::zeros_in(shape, false)
+    }
+
+    /// A tensor of zeros whose memory the OS is asked to back with transparent huge pages, for
+    /// a large tensor that is read again and again: weights, the keys and values of a long
+    /// context. Fill it through [`data_mut`](Self::data_mut).
+    ///
+    /// On Linux with `std`, the whole 2 MiB pages of the allocation are advised
+    /// (`madvise(MADV_HUGEPAGE)`) before the zeros are written, so that those writes fault huge
+    /// pages in where the kernel has them to give (its transparent huge pages in the `madvise`
+    /// or `always` mode). A stream through hundreds of MiB then crosses a page boundary every
+    /// 2 MiB instead of every 4 KiB: on this project's machine a decode step over 256 MiB of
+    /// keys and values read 1 to 21 % faster, depending on the host's moment. Elsewhere, and
+    /// where the kernel declines, this is [`zeros`](Self::zeros): the advice never changes a
+    /// value.
+    ///
+    /// ```
+    /// use skainet_schedule::Tensor;
+    ///
+    /// let mut weights = Tensor::zeros_in_huge_pages(vec![1536, 576]).unwrap();
+    /// weights.data_mut().iter_mut().enumerate().for_each(|(i, w)| *w = (i % 7) as f32);
+    /// assert_eq!(weights.data()[8], 1.0);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`zeros`](Self::zeros): [`TensorError::TooLarge`] above
+    /// [`MAX_ELEMENTS`](crate::shape::MAX_ELEMENTS), [`TensorError::Alloc`] when the memory
+    /// cannot be had.
+    pub fn zeros_in_huge_pages(shape: Vec<usize>) -> Result<Self, TensorError> {
+        Self::zeros_in(shape, true)
+    }
+
+    fn zeros_in(shape: Vec<usize>, huge: bool) -> Result<Self, TensorError> {
         let n = checked_count(&shape)?;
-        match try_zeroed(n) {
+        match crate::pages::try_zeroed_in(n, huge) {
             Some(data) => Ok(Self { shape, data }),
             None => Err(TensorError::Alloc { shape }),
         }

@@ -5,12 +5,25 @@ use skainet_schedule::{Schedule, Sequential};
 
 /// Deterministic inputs in [-1, 1] (a 32-bit LCG; no dependency).
 pub fn tensor(shape: Vec<usize>, seed: u32) -> Tensor {
+    let mut t = Tensor::zeros(shape).expect("bench shapes are small");
+    fill(&mut t, seed);
+    t
+}
+
+/// [`tensor`]'s values in a tensor whose memory was advised for transparent huge pages.
+#[allow(dead_code)] // only the decode benches
+pub fn tensor_in_huge_pages(shape: Vec<usize>, seed: u32) -> Tensor {
+    let mut t = Tensor::zeros_in_huge_pages(shape).expect("bench shapes are small");
+    fill(&mut t, seed);
+    t
+}
+
+fn fill(t: &mut Tensor, seed: u32) {
     let mut state = seed.wrapping_mul(747_796_405).wrapping_add(2_891_336_453);
-    Tensor::from_fn(shape, |_| {
+    for x in t.data_mut() {
         state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-    })
-    .expect("bench shapes are small")
+        *x = (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0;
+    }
 }
 
 /// `Sequential`, plus `hardware()` with `parallel` and `RayonSchedule` with `rayon`.
