@@ -19,7 +19,9 @@
 //! --theta X --prompt-len N --new-tokens N`, `--all-schedules` (also `dedicated(1..=4)`, and
 //! `RayonSchedule` when built with `--features parallel,rayon`, with the positional cache), `--repeat N` (run each configuration N times and keep the fastest
 //! of each timing, for a shared machine), `--malloc-defaults` (leave glibc's malloc as it is; by
-//! default the example asks it to keep freed memory, see `keep_freed_memory`), `--json` (one
+//! default the example asks it to keep freed memory, see `keep_freed_memory`), `--small-pages`
+//! (weights in ordinary pages; by default they are allocated with `Tensor::zeros_in_huge_pages`,
+//! whose transparent huge pages a decode step's weight stream reads faster), `--json` (one
 //! JSON object on the last line).
 
 #[allow(dead_code)] // the test that shares the model uses other parts of it
@@ -39,12 +41,13 @@ struct Args {
     json: bool,
     all_schedules: bool,
     malloc_defaults: bool,
+    small_pages: bool,
     repeat: usize,
 }
 
 const USAGE: &str = "usage: decode [--layers N] [--hidden N] [--heads N] [--kv-heads N] \
 [--head-dim N] [--mlp N] [--vocab N] [--theta X] [--prompt-len N] [--new-tokens N] \
-[--repeat N] [--all-schedules] [--malloc-defaults] [--json]";
+[--repeat N] [--all-schedules] [--malloc-defaults] [--small-pages] [--json]";
 
 fn parse() -> Result<Args, String> {
     let mut args = Args {
@@ -55,6 +58,7 @@ fn parse() -> Result<Args, String> {
         all_schedules: false,
         repeat: 1,
         malloc_defaults: false,
+        small_pages: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -62,6 +66,7 @@ fn parse() -> Result<Args, String> {
             "--json" => args.json = true,
             "--all-schedules" => args.all_schedules = true,
             "--malloc-defaults" => args.malloc_defaults = true,
+            "--small-pages" => args.small_pages = true,
             "--help" | "-h" => return Err(USAGE.to_string()),
             _ => {
                 let value = it.next().ok_or(format!("{flag} needs a value\n{USAGE}"))?;
@@ -168,7 +173,7 @@ fn run(args: &Args) -> Result<bool, KernelError> {
         "building synthetic weights: {} layers, hidden {}, {} heads / {} kv heads of {}, mlp {}, vocab {}",
         c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.mlp, c.vocab
     );
-    let model = Model::synthetic(c.clone());
+    let model = Model::synthetic(c.clone(), !args.small_pages);
     let allocator = if args.malloc_defaults {
         "the C library's defaults"
     } else {
@@ -248,7 +253,12 @@ fn run(args: &Args) -> Result<bool, KernelError> {
         "decoder: {} layers, hidden {}, {}/{} heads of {}, mlp {}, vocab {}; prompt {}, {} new tokens",
         c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.mlp, c.vocab, args.prompt_len, args.new_tokens
     );
-    println!("allocator: {allocator}");
+    let pages = if args.small_pages {
+        "ordinary pages"
+    } else {
+        "memory advised for transparent huge pages"
+    };
+    println!("allocator: {allocator}; weights in {pages}");
     println!(
         "{:<14} {:<10} {:>11} {:>13} {:>13} {:>12} {:>12}",
         "schedule",

@@ -24,7 +24,7 @@ fn generate<C: model::Cache>(model: &Model, schedule: &dyn Schedule) -> Generati
 
 #[test]
 fn tokens_and_logits_are_identical_under_every_schedule_and_cache() {
-    let model = Model::synthetic(Config::tiny());
+    let model = Model::synthetic(Config::tiny(), false);
     let want = generate::<KvCache>(&model, &Sequential);
     assert_eq!(want.tokens.len(), NEW);
     assert_eq!(want.logits.shape(), [1, 4096]);
@@ -53,7 +53,7 @@ fn tokens_and_logits_are_identical_under_every_schedule_and_cache() {
 
 #[test]
 fn the_small_decoder_really_splits_its_work() {
-    let model = Model::synthetic(Config::tiny());
+    let model = Model::synthetic(Config::tiny(), false);
     let schedule = OutOfOrder::new(3, Order::Reversed);
     generate::<KvCache>(&model, &schedule);
     // The LM head of every step, the prefill's products and attention, at least.
@@ -62,7 +62,7 @@ fn the_small_decoder_really_splits_its_work() {
 
 #[test]
 fn the_positional_cache_holds_the_prompt_and_the_decoded_tokens() {
-    let model = Model::synthetic(Config::tiny());
+    let model = Model::synthetic(Config::tiny(), false);
     let p = prompt(PROMPT, model.config.vocab);
     let mut caches: Vec<KvCache> = model.caches(PROMPT + NEW).unwrap();
     let mut timing = model::Timing::default();

@@ -82,24 +82,32 @@ pub struct Model {
     lm_head: Tensor,
 }
 
-/// Deterministic values in `[-scale, scale)` (a 32-bit LCG per tensor).
-fn synthetic(shape: Vec<usize>, seed: u32, scale: f32) -> Tensor {
+/// Deterministic values in `[-scale, scale)` (a 32-bit LCG per tensor), in memory advised for
+/// transparent huge pages when `huge` (the values are the same either way).
+fn synthetic(shape: Vec<usize>, seed: u32, scale: f32, huge: bool) -> Tensor {
+    let zeros = if huge {
+        Tensor::zeros_in_huge_pages
+    } else {
+        Tensor::zeros
+    };
+    let mut t = zeros(shape).expect("weights fit in memory");
     let mut state = seed.wrapping_mul(747_796_405).wrapping_add(2_891_336_453);
-    Tensor::from_fn(shape, |_| {
+    for x in t.data_mut() {
         state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        ((state >> 8) as f32 / (1u32 << 23) as f32 - 1.0) * scale
-    })
-    .expect("weights fit in memory")
+        *x = ((state >> 8) as f32 / (1u32 << 23) as f32 - 1.0) * scale;
+    }
+    t
 }
 
 /// A projection `[fan_out, fan_in]` scaled so activations keep unit size.
-fn projection(fan_in: usize, fan_out: usize, seed: u32) -> Tensor {
-    synthetic(vec![fan_out, fan_in], seed, (3.0 / fan_in as f32).sqrt())
+fn projection(fan_in: usize, fan_out: usize, seed: u32, huge: bool) -> Tensor {
+    let scale = (3.0 / fan_in as f32).sqrt();
+    synthetic(vec![fan_out, fan_in], seed, scale, huge)
 }
 
 /// Norm weights near 1.
 fn norm_weight(d: usize, seed: u32) -> Tensor {
-    let noise = synthetic(vec![d], seed, 0.1);
+    let noise = synthetic(vec![d], seed, 0.1, false);
     Tensor::from_fn(vec![d], |i| 1.0 + noise.data()[i]).expect("small")
 }
 
@@ -117,8 +125,11 @@ impl Model {
     }
 
     /// The model with deterministic synthetic weights (no downloads): the same `config` always
-    /// gives the same bits.
-    pub fn synthetic(config: Config) -> Self {
+    /// gives the same bits. With `huge_pages`, the projections, the LM head and the embedding
+    /// are allocated in memory advised for transparent huge pages (see
+    /// `Tensor::zeros_in_huge_pages`): the same bits, read faster.
+    pub fn synthetic(config: Config, huge_pages: bool) -> Self {
+        let huge = huge_pages;
         let Config {
             hidden: d,
             heads,
@@ -133,19 +144,19 @@ impl Model {
                 let s = 100 + l * 16;
                 Layer {
                     attn_norm: norm_weight(d, s),
-                    wqkv: projection(d, (heads + 2 * kv_heads) * hd, s + 1),
-                    wo: projection(heads * hd, d, s + 4),
+                    wqkv: projection(d, (heads + 2 * kv_heads) * hd, s + 1, huge),
+                    wo: projection(heads * hd, d, s + 4, huge),
                     mlp_norm: norm_weight(d, s + 5),
-                    w13: projection(d, 2 * mlp, s + 6),
-                    w2: projection(mlp, d, s + 8),
+                    w13: projection(d, 2 * mlp, s + 6, huge),
+                    w2: projection(mlp, d, s + 8, huge),
                 }
             })
             .collect();
         Self {
-            embed: synthetic(vec![vocab, d], 1, 1.0),
+            embed: synthetic(vec![vocab, d], 1, 1.0, huge),
             layers,
             final_norm: norm_weight(d, 2),
-            lm_head: projection(d, vocab, 3),
+            lm_head: projection(d, vocab, 3, huge),
             config,
         }
     }
