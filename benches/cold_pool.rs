@@ -9,6 +9,9 @@
 //! steps of 8 query heads on 2 K/V heads, two pieces of one group each
 //! (`h8_kv2_sk{Sk}_sq1`).
 //!
+//! Then one-row products (`linear_1x1024x{n}`, 2^18 to 2^21 multiply-adds): a decoder's
+//! projections after an idle spell.
+//!
 //! `cargo bench --features parallel --bench cold_pool [-- FILTER]`; ids read
 //! `cold_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}` and
 //! `warm_pool/h{heads}_sk{Sk}_sq{Sq}/{sequential,hardware}`.
@@ -20,7 +23,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use skainet_schedule::{scaled_dot_product_attention, Schedule, SdpaOptions, Sequential};
+use skainet_schedule::{linear, scaled_dot_product_attention, Schedule, SdpaOptions, Sequential};
 
 use common::tensor;
 
@@ -70,40 +73,70 @@ fn bench_cold(c: &mut Criterion) {
             )
             .expect("valid shapes")
         };
-        let mut group = c.benchmark_group(format!("cold_pool/{id}"));
-        group
-            .sampling_mode(SamplingMode::Flat)
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_millis(500));
-        for (name, schedule) in &schedules {
-            group.bench_function(*name, |bench| {
-                bench.iter_custom(|iters| {
-                    let calls = iters.clamp(1, MAX_CALLS_PER_SAMPLE);
-                    let mut timed = Duration::ZERO;
-                    for _ in 0..calls {
-                        std::thread::sleep(COLD_SLEEP);
-                        let started = Instant::now();
-                        black_box(call(schedule.as_ref()));
-                        timed += started.elapsed();
-                    }
-                    // The mean of the calls made, as if all `iters` had been made.
-                    timed.mul_f64(iters as f64 / calls as f64)
-                })
-            });
-        }
-        group.finish();
-        let mut group = c.benchmark_group(format!("warm_pool/{id}"));
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_millis(500));
-        for (name, schedule) in &schedules {
-            group.bench_function(*name, |bench| bench.iter(|| call(schedule.as_ref())));
-        }
-        group.finish();
+        cold_and_warm(c, &id, &schedules, call);
     }
 }
 
-criterion_group!(benches, bench_cold);
+/// One-row products (`linear`, `x [1, k] · Wᵀ` with `W [n, k]`) of 2^18, 2^20 and 2^21
+/// multiply-adds: a decoder's projections, whose weights the first call after an idle spell
+/// streams while the pool's helpers wake. Ids `…/linear_1x{k}x{n}/…`.
+fn bench_cold_linear(c: &mut Criterion) {
+    let schedules: [(&str, Box<dyn Schedule>); 2] = [
+        ("sequential", Box::new(Sequential)),
+        ("hardware", Box::new(skainet_schedule::hardware())),
+    ];
+    let k = 1024;
+    for n in [256usize, 1024, 2048] {
+        let x = tensor(vec![1, k], 1);
+        let w = tensor(vec![n, k], 2);
+        let call = |schedule: &dyn Schedule| {
+            linear(black_box(&x), black_box(&w), schedule).expect("valid shapes")
+        };
+        cold_and_warm(c, &format!("linear_1x{k}x{n}"), &schedules, call);
+    }
+}
+
+/// The `cold_pool/{id}` group (each call after [`COLD_SLEEP`]) and the `warm_pool/{id}` group
+/// (calls back to back) of `call` under each of `schedules`.
+fn cold_and_warm<R>(
+    c: &mut Criterion,
+    id: &str,
+    schedules: &[(&str, Box<dyn Schedule>)],
+    call: impl Fn(&dyn Schedule) -> R,
+) {
+    let mut group = c.benchmark_group(format!("cold_pool/{id}"));
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(500));
+    for (name, schedule) in schedules {
+        group.bench_function(*name, |bench| {
+            bench.iter_custom(|iters| {
+                let calls = iters.clamp(1, MAX_CALLS_PER_SAMPLE);
+                let mut timed = Duration::ZERO;
+                for _ in 0..calls {
+                    std::thread::sleep(COLD_SLEEP);
+                    let started = Instant::now();
+                    black_box(call(schedule.as_ref()));
+                    timed += started.elapsed();
+                }
+                // The mean of the calls made, as if all `iters` had been made.
+                timed.mul_f64(iters as f64 / calls as f64)
+            })
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group(format!("warm_pool/{id}"));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(500));
+    for (name, schedule) in schedules {
+        group.bench_function(*name, |bench| bench.iter(|| call(schedule.as_ref())));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_cold, bench_cold_linear);
 criterion_main!(benches);

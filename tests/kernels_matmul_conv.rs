@@ -177,6 +177,40 @@ fn a_one_row_matmul_wider_than_one_pass_has_the_bits_of_its_narrow_pieces() {
     }
 }
 
+/// A two-task schedule that records the `(n, grain)` of every region and runs it inline.
+#[derive(Default)]
+struct RecordsGrains(std::sync::Mutex<Vec<(usize, usize)>>);
+
+impl skainet_schedule::Schedule for RecordsGrains {
+    fn parallelism(&self) -> usize {
+        2
+    }
+
+    fn name(&self) -> &str {
+        "records-grains"
+    }
+
+    fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        self.0.lock().unwrap().push((n, grain));
+        Sequential.for_range(n, grain, body);
+    }
+}
+
+#[test]
+fn a_one_row_linear_lets_the_schedule_cut_its_columns_one_by_one() {
+    // A grain of one column: the pool cuts the region into four pieces per task, so the caller
+    // takes the share of a helper that wakes late (one range per task would wait for it).
+    let (x, w) = (uniform(&[1, 96], 1), uniform(&[1000, 96], 2));
+    for config in precisions() {
+        let recorder = RecordsGrains::default();
+        let forked = config.clone().with_min_parallel_work(0);
+        let got = linear_with(&forked, &x, &w, &recorder).unwrap();
+        let want = linear_with(&config, &x, &w, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits());
+        assert_eq!(*recorder.0.lock().unwrap(), [(1000, 1)]);
+    }
+}
+
 #[test]
 fn linear_is_bit_identical_under_every_schedule_in_both_precisions_on_ragged_shapes() {
     let schedules = all_schedules();
