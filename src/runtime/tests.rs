@@ -844,9 +844,11 @@ fn a_panic_in_an_unpublished_first_piece_skips_the_rest_and_is_returned() {
     ignore = "a timing policy: interpreted, every first piece is slow"
 )]
 fn a_panic_in_the_unpublished_rest_is_returned() {
-    let expected = (strings(&["body 0..1", "body 1..8", "learn false"]), true);
+    // Without the verdict: the rest's unwinding (a backtrace taken, under RUST_BACKTRACE=1 as
+    // in CI) counts in the region's time and turned it in every try of a CI run.
+    let expected = (strings(&["body 0..1", "body 1..8"]), true);
     assert_some_try_gives(expected, || {
-        logged_region(true, |_| Duration::ZERO, |i| i == 5)
+        without_verdicts(logged_region(true, |_| Duration::ZERO, |i| i == 5))
     });
 }
 
