@@ -59,8 +59,18 @@ pub(crate) const KEY_TILE: usize = 128;
 /// throughput at 64 MiB. Where the wide kernels run (a block of four stacked rows), each
 /// phase requests its own stream at the pace it reads it, K from the scores and V from the
 /// weighted sum: from the score kernel, twice as fast as the 8-lane one, the requests for
-/// both ran ahead of memory and read 47 % of a same-size stream, paced 74 % (h32/kv8, 64 MiB).
+/// both ran ahead of memory and read 47 % of a same-size stream, paced 74 % (h32/kv8, 64 MiB);
+/// they go [`AHEAD_WIDE`] keys ahead.
 const AHEAD: usize = KEY_TILE;
+
+/// How far ahead a block of four stacked decode rows on the wide kernels requests keys (from
+/// its score kernel) and values (from its weighted sum): half a tile. Such a block spends four
+/// rows' arithmetic per key, so half a tile is as long ahead in time as a lone row's whole
+/// tile; a whole tile ahead left the requests waiting behind each other in the L2 (measured
+/// on h32/kv8, four processes alternating: 64 MiB +3 to +6 %, 2 MiB in the last-level cache
+/// +3 to +8 %, a quarter tile 5 to 9 % slower than a whole one, three quarters as fast as a
+/// whole one; a one-tile call in L2 pays for requests that hit, 3–5 % in the native mode).
+const AHEAD_WIDE: usize = KEY_TILE / 2;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
 
@@ -561,9 +571,10 @@ impl<W: Wide> RowTile<'_, '_, W> {
         let row0 = g0 + r0;
         let q = &h.q[row0 * hd..(row0 + R) * hd];
         let keys = &h.k[t0 * hd..(t0 + count) * hd];
-        // The key rows [`AHEAD`] of the `n` from `j`, requested by the first block only.
-        let later = |j: usize, n: usize| -> [&[f32]; 2] {
-            let at = (t0 + AHEAD + j) * hd..(t0 + AHEAD + j + n) * hd;
+        // The key rows `by` keys on from the `n` from `j` ([`AHEAD`], or [`AHEAD_WIDE`] on
+        // the four-row wide kernel), requested by the first block only.
+        let later = |by: usize, j: usize, n: usize| -> [&[f32]; 2] {
+            let at = (t0 + by + j) * hd..(t0 + by + j + n) * hd;
             match ahead {
                 true => [
                     h.k.get(at.clone()).unwrap_or(&[]),
@@ -579,7 +590,7 @@ impl<W: Wide> RowTile<'_, '_, W> {
             // cache the requests cost more than they save (measured: a fifth of the speed,
             // whether issued here or spread over the weighted sum).
             while j + 32 <= count {
-                let [keys_later, _] = later(j, 32);
+                let [keys_later, _] = later(AHEAD, j, 32);
                 let block = &keys[j * hd..(j + 32) * hd];
                 if !wide.scores_1x32(q, block, keys_later, &mut scores[j..]) {
                     break;
@@ -591,9 +602,9 @@ impl<W: Wide> RowTile<'_, '_, W> {
             // Four rows against 32 keys: eight chains of 16 lanes, enough to keep AVX-512's
             // multiply-adds busy, where 8-lane chains of four rows wait on their latency. It
             // requests a line of the keys wanted later per line it reads; the weighted sum
-            // requests the values the same way (see [`AHEAD`]).
+            // requests the values the same way, both [`AHEAD_WIDE`] keys on.
             let block = &keys[j * hd..(j + 32) * hd];
-            let [k_later, v_later] = later(j, 32);
+            let [k_later, v_later] = later(AHEAD_WIDE, j, 32);
             if !wide.scores_4x32(q, hd, block, k_later, &mut scores[j..], KEY_TILE) {
                 break;
             }
@@ -607,13 +618,13 @@ impl<W: Wide> RowTile<'_, '_, W> {
         }
         while j + C * LANES <= count {
             let block = &keys[j * hd..(j + C * LANES) * hd];
-            let later = later(j, C * LANES);
+            let later = later(AHEAD, j, C * LANES);
             row_scores::<S, M, R, C>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
             j += C * LANES;
         }
         while j + LANES <= count {
             let block = &keys[j * hd..(j + LANES) * hd];
-            let later = later(j, LANES);
+            let later = later(AHEAD, j, LANES);
             row_scores::<S, M, R, 1>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
             j += LANES;
         }
@@ -885,8 +896,8 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
 }
 
 /// A decode group's [`Weigh`]: rescales each output row by its `α` and adds the tile's
-/// weighted values (requested [`AHEAD`] by [`RowScores`]; V streams from memory once for all
-/// the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
+/// weighted values (requested [`AHEAD`] by [`RowScores`], or [`AHEAD_WIDE`] by this phase
+/// where the four-row wide kernel runs; V streams from memory once for all the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
 /// element the additions stay in increasing key order, as in [`Weigh`].
 struct StreamWeigh<'a, 'h, M, W> {
     mode: M,
@@ -928,7 +939,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
                 // The first block requests the values wanted later (the score phase requested
                 // only keys where the wide score kernel ran: the same condition).
                 let later = match r0 == 0 && values_by_weigh(hd, &counts[r0..r0 + ROWS]) {
-                    true => h.v.get((t0 + AHEAD) * hd..).unwrap_or(&[]),
+                    true => h.v.get((t0 + AHEAD_WIDE) * hd..).unwrap_or(&[]),
                     false => &[],
                 };
                 let by_wide = hd % 64 == 0
