@@ -68,7 +68,7 @@ const AHEAD: usize = KEY_TILE;
 /// rows' arithmetic per key, so half a tile is as long ahead in time as a lone row's whole
 /// tile; a whole tile ahead left the requests waiting behind each other in the L2 (measured
 /// on h32/kv8, four processes alternating: 64 MiB +3 to +6 %, 2 MiB in the last-level cache
-/// +3 to +8 %, a quarter tile 5 to 9 % slower than a whole one, three quarters as fast as a
+/// +3 to +8 %, a quarter tile 2 to 8 % slower than a whole one, three quarters as fast as a
 /// whole one; a one-tile call in L2 pays for requests that hit, 3–5 % in the native mode).
 const AHEAD_WIDE: usize = KEY_TILE / 2;
 
