@@ -205,7 +205,7 @@ fn few_rows(
         // A memory-bound stream, cut as finely as the schedule likes: the pool's four pieces
         // per task let the caller take the share of a helper that wakes late. Each piece's
         // kernel requests its weight rows ahead from its first line, so a piece restarts no
-        // prefetcher (measured against one range per task: the same 47–50 GB/s on two cores
+        // prefetcher (measured against one range per task: the same 47–54 GB/s on two cores
         // over a decoder's projection shapes; cold, k 1024 × n 256, 28.8 → 18.0 µs against
         // 18.5 µs inline).
         return parallel_chunks(op, schedule, out, 1, work, &body);
