@@ -91,13 +91,7 @@ fn a_caller_on_a_sleeping_pool_runs_the_pieces_after_its_first_as_one_call() {
 fn a_caller_runs_piece_by_piece_while_a_helper_is_awake() {
     // The worker is awake but busy: it may join at any time, so the caller keeps to pieces.
     let pool = dedicated(2).unwrap();
-    let (release, held) = mpsc::channel::<()>();
-    let (started, worker_busy) = mpsc::channel();
-    on_worker(&pool, move || {
-        started.send(()).unwrap();
-        let _ = held.recv();
-    });
-    worker_busy.recv().unwrap();
+    let release = hold_worker(&pool);
     let calls = std::sync::Mutex::new(Vec::new());
     pool.for_range(8, 1, &|start, end| calls.lock().unwrap().push((start, end)));
     release.send(()).unwrap();
@@ -121,13 +115,7 @@ fn a_pool_reports_its_helpers_asleep_only_while_every_worker_sleeps() {
         std::thread::sleep(Duration::from_millis(1));
     }
     // Running a job, it is awake.
-    let (release, held) = mpsc::channel::<()>();
-    let (started, worker_busy) = mpsc::channel();
-    on_worker(&pool, move || {
-        started.send(()).unwrap();
-        let _ = held.recv();
-    });
-    worker_busy.recv().unwrap();
+    let release = hold_worker(&pool);
     assert!(!pool.helpers_asleep());
     release.send(()).unwrap();
     // A pool without workers has nobody to wake; `Sequential` never has.
@@ -209,6 +197,19 @@ fn on_worker(pool: &PoolSchedule, job: impl FnOnce() + Send + 'static) {
     pool.pool()
         .shared()
         .push(Job::Detached(alloc::boxed::Box::new(job)), 1);
+}
+
+/// Keeps one worker of `pool` busy on a job until the returned sender sends (or is dropped);
+/// returns once the worker runs it.
+fn hold_worker(pool: &PoolSchedule) -> mpsc::Sender<()> {
+    let (release, held) = mpsc::channel::<()>();
+    let (started, worker_busy) = mpsc::channel();
+    on_worker(pool, move || {
+        started.send(()).unwrap();
+        let _ = held.recv();
+    });
+    worker_busy.recv().unwrap();
+    release
 }
 
 #[test]
