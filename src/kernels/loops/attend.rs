@@ -30,8 +30,8 @@
 //! packs nothing: it reads each key row in place, eight at a time through a register
 //! transpose shared by up to [`ROWS`] rows ([`RowScores`]; a block of four 32 at a time on
 //! the wide kernel), weighs V rows in place ([`StreamWeigh`]), and requests K and V rows
-//! [`AHEAD`] keys before it uses them, so that one core keeps enough memory reads in flight
-//! to stream them.
+//! ahead of their use ([`AHEAD`], [`AHEAD_WIDE`], [`AHEAD_LONE`]), so that one core keeps
+//! enough memory reads in flight to stream them.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -39,7 +39,7 @@ pub(crate) mod wide;
 use self::wide::Wide;
 use super::exp::exp;
 use super::lanes::{scale_mask_max, scores_block, sum_from, weigh_rows};
-use super::simd::{prefetch_l2, MulAdd, Phase, Simd, LANES};
+use super::simd::{prefetch_l1, prefetch_l2, MulAdd, Phase, Simd, LANES};
 
 /// Query rows that share each key and value load.
 pub(crate) const ROWS: usize = 4;
@@ -60,7 +60,8 @@ pub(crate) const KEY_TILE: usize = 128;
 /// phase requests its own stream at the pace it reads it, K from the scores and V from the
 /// weighted sum: from the score kernel, twice as fast as the 8-lane one, the requests for
 /// both ran ahead of memory and read 47 % of a same-size stream, paced 74 % (h32/kv8, 64 MiB);
-/// they go [`AHEAD_WIDE`] keys ahead.
+/// they go [`AHEAD_WIDE`] keys ahead. A lone row over K and V in memory goes
+/// [`AHEAD_LONE`].
 const AHEAD: usize = KEY_TILE;
 
 /// How far ahead a block of four stacked decode rows on the wide kernels requests keys (from
@@ -71,6 +72,19 @@ const AHEAD: usize = KEY_TILE;
 /// +3 to +8 %, a quarter tile 2 to 8 % slower than a whole one, three quarters as fast as a
 /// whole one; a one-tile call in L2 pays for requests that hit, 3–5 % in the native mode).
 const AHEAD_WIDE: usize = KEY_TILE / 2;
+
+/// How far ahead a lone decode row over K and V in memory (not [`Head::cached`]) requests
+/// keys (from its score loop, 16 keys at a time in two chains) and values (from its weighted
+/// sum, eight keys at a time), each at the pace it reads them: 32 keys, 8 KiB of each at
+/// head_dim 64, into L1. Its score loop reads eight key rows at once, a line of each, an order
+/// the hardware prefetchers follow less well than a row-major stream (a loop reading K in that
+/// order with as much arithmetic per line reads a quarter less than one reading row-major);
+/// requests that close, into L1, make up for it. Measured on 8 heads × 65 536 keys (256 MiB,
+/// huge pages), in one process beside a stream of the same buffers: 73–76 % of that stream
+/// portable, 75–76 % native with requests one tile ahead into L2 from the score loop for
+/// both; 90 % and 86–87 % this way. A quarter tile of requests into L1 is 8 KiB per stream,
+/// which leaves the tile in use in L1; a whole tile into L1 was 70 % ([`AHEAD`]).
+const AHEAD_LONE: usize = 32;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
 
@@ -527,7 +541,8 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for RowScores<'_, '_, M, W> {
                 4 => tile.run::<S, M, 4, 1>(s, mode),
                 3 => tile.run::<S, M, 3, 1>(s, mode),
                 2 => tile.run::<S, M, 2, 2>(s, mode),
-                _ => tile.run::<S, M, 1, 1>(s, mode),
+                // A lone row keeps two chains in flight: one waits on its additions' latency.
+                _ => tile.run::<S, M, 1, 2>(s, mode),
             }
             r0 += block;
         }
@@ -616,15 +631,28 @@ impl<W: Wide> RowTile<'_, '_, W> {
             }
             j += 32;
         }
+        // A lone row from memory requests only its keys, [`AHEAD_LONE`] on into L1 (its
+        // weighted sum requests the values); other blocks both, [`AHEAD`] on into L2.
+        let lone = R == 1 && !h.cached;
+        let rows_later = |j: usize, n: usize| match lone {
+            true => Later {
+                rows: [later(AHEAD_LONE, j, n)[0], &[]],
+                into_l1: true,
+            },
+            false => Later {
+                rows: later(AHEAD, j, n),
+                into_l1: false,
+            },
+        };
         while j + C * LANES <= count {
             let block = &keys[j * hd..(j + C * LANES) * hd];
-            let later = later(AHEAD, j, C * LANES);
+            let later = rows_later(j, C * LANES);
             row_scores::<S, M, R, C>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
             j += C * LANES;
         }
         while j + LANES <= count {
             let block = &keys[j * hd..(j + LANES) * hd];
-            let later = later(AHEAD, j, LANES);
+            let later = rows_later(j, LANES);
             row_scores::<S, M, R, 1>(s, mode, q, block, later, &mut scores[j..], KEY_TILE);
             j += LANES;
         }
@@ -641,10 +669,20 @@ impl<W: Wide> RowTile<'_, '_, W> {
     }
 }
 
+/// Rows a score loop requests while it reads the rows it uses now.
+#[derive(Clone, Copy)]
+struct Later<'a> {
+    /// Key rows and value rows wanted later (either may be empty).
+    rows: [&'a [f32]; 2],
+    /// Into L1 (a lone row from memory, [`AHEAD_LONE`] on) rather than L2.
+    into_l1: bool,
+}
+
 /// `out[r·out_stride + x] = Σ_d q[r·hd + d] · keys[x·hd + d]` for the `R` query rows of `q`
 /// and the `8·C` key rows of `keys`, each one chain over `d` in increasing order from `+0.0`:
 /// whole chunks of eight dimensions through an 8 × 8 register transpose shared by the `R`
-/// rows, the ragged dimensions one value at a time, rounded as a lane is.
+/// rows, the ragged dimensions one value at a time, rounded as a lane is. The rows of `later`
+/// are requested a few lines per chunk.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // index loops over `0..R`, `0..C` unroll into registers
 fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
@@ -652,7 +690,7 @@ fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     mode: M,
     q: &[f32],
     keys: &[f32],
-    later: [&[f32]; 2],
+    later: Later<'_>,
     out: &mut [f32],
     out_stride: usize,
 ) {
@@ -683,10 +721,14 @@ fn row_scores<S: Simd, M: MulAdd, const R: usize, const C: usize>(
     while d < dims {
         // The rows wanted later, a few lines per chunk of dimensions: requests spread over the
         // arithmetic keep misses from queueing up behind one burst.
-        for rows in later {
+        for rows in later.rows {
             let part = rows.len().div_ceil(dims / LANES).next_multiple_of(16);
             let at = (d / LANES * part).min(rows.len());
-            prefetch_l2(&rows[at..(at + part).min(rows.len())]);
+            let lines = &rows[at..(at + part).min(rows.len())];
+            match later.into_l1 {
+                true => prefetch_l1(lines),
+                false => prefetch_l2(lines),
+            }
         }
         chunk!(0);
         chunk!(1);
@@ -896,8 +938,9 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
 }
 
 /// A decode group's [`Weigh`]: rescales each output row by its `α` and adds the tile's
-/// weighted values (requested [`AHEAD`] by [`RowScores`], or [`AHEAD_WIDE`] by this phase
-/// where the four-row wide kernel runs; V streams from memory once for all the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
+/// weighted values (requested [`AHEAD`] by [`RowScores`], or by this phase: [`AHEAD_WIDE`]
+/// where the four-row wide kernel runs, [`AHEAD_LONE`] for a lone row from memory; V
+/// streams from memory once for all the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
 /// element the additions stay in increasing key order, as in [`Weigh`].
 struct StreamWeigh<'a, 'h, M, W> {
     mode: M,
@@ -959,6 +1002,16 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
                     });
                 if !by_wide {
                     weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, n, v, hd);
+                }
+            } else if rows == 1 && !h.cached {
+                // A lone row from memory: eight keys at a time, each step requesting the values
+                // [`AHEAD_LONE`] keys on. The additions per element stay in increasing key order.
+                let w = &scores[..n];
+                for j in (0..n).step_by(LANES) {
+                    let end = (j + LANES).min(n);
+                    let at = (t0 + AHEAD_LONE + j) * hd..(t0 + AHEAD_LONE + end) * hd;
+                    prefetch_l1(h.v.get(at).unwrap_or(&[]));
+                    weigh_rows::<S, M, 1>(s, mode, out, &w[j..end], 0, end - j, &v[j * hd..], hd);
                 }
             } else {
                 for (r, o) in (r0..).zip(out.chunks_exact_mut(hd)) {
