@@ -111,9 +111,9 @@ pub(crate) struct Head<'a> {
     pub decode: bool,
     /// K and V of the whole call are taken to fit in the last-level cache (at most
     /// [`CACHED_KV_BYTES`]): a lone decode row then scores 32 keys at a time on the wide
-    /// kernel, where there is one. From memory the 8-key kernel reads faster (measured; its
-    /// slower score phase spreads the requests for the next tile), so larger K and V keep it.
-    /// The bits are the same either way.
+    /// kernel, where there is one. From memory the 8-lane loop, with its requests close ahead
+    /// into L1 ([`AHEAD_LONE`]), reads faster (measured), so larger K and V keep it. The bits
+    /// are the same either way.
     pub cached: bool,
 }
 
