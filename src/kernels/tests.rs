@@ -192,34 +192,59 @@ fn sdpa_variants_agree_on_lone_decode_rows_over_blocks_of_32_keys() {
 }
 
 #[test]
-fn a_lone_decode_row_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_not() {
+fn a_decode_group_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_not() {
     // Cached, a lone row scores 32 keys at a time on the wide kernel where there is one; not
-    // cached, 8 at a time. Every variant in both modes gives one answer for both (under miri,
-    // which never detects AVX-512, over one tile).
+    // cached, a group of fewer than four rows scores 16 or 8 keys at a time and weighs the
+    // values eight keys at a time, requesting them close ahead. Every variant in both modes
+    // gives one answer for both, for groups of one to five stacked rows (five: a block of four
+    // and a lone row), with and without a mask (under miri, which never detects AVX-512, over
+    // one tile).
     let (sk, hd) = (if cfg!(miri) { 43 } else { 171 }, 64);
-    let (q, k, v) = (values(hd, 13), values(sk * hd, 14), values(sk * hd, 15));
-    for variant in registered() {
-        for attend in [variant.attend.portable, variant.attend.native] {
-            let run = |cached| {
-                let head = Head {
-                    q: &q,
-                    k: &k,
-                    v: &v,
-                    mask: None,
-                    sq: 1,
-                    sk,
-                    hd,
-                    scale: 0.125,
-                    causal: true,
-                    decode: true,
-                    cached,
-                };
-                let mut out = vec![0.0f32; hd];
-                let mut scratch = vec![0.0f32; scratch_len(hd)];
-                attend(&head, &mut out, &mut scratch);
-                out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-            };
-            assert_eq!(run(true), run(false), "variant {}", variant.name());
+    let group_sizes: &[usize] = if cfg!(miri) {
+        &[1, 3]
+    } else {
+        &[1, 2, 3, 4, 5]
+    };
+    let (k, v) = (values(sk * hd, 14), values(sk * hd, 15));
+    for &rows in group_sizes {
+        let q = values(rows * hd, 13);
+        // Row r masks every key j with (j + r) % 5 == 0 and leans on the others.
+        let mask: Vec<f32> = (0..rows * sk)
+            .map(|i| match (i % sk + i / sk) % 5 {
+                0 => f32::NEG_INFINITY,
+                m => m as f32 * -0.125,
+            })
+            .collect();
+        for masked in [false, true] {
+            for variant in registered() {
+                for attend in [variant.attend.portable, variant.attend.native] {
+                    let run = |cached| {
+                        let head = Head {
+                            q: &q,
+                            k: &k,
+                            v: &v,
+                            mask: masked.then_some((&mask[..], sk)),
+                            sq: rows,
+                            sk,
+                            hd,
+                            scale: 0.125,
+                            causal: rows == 1,
+                            decode: true,
+                            cached,
+                        };
+                        let mut out = vec![0.0f32; rows * hd];
+                        let mut scratch = vec![0.0f32; scratch_len(hd)];
+                        attend(&head, &mut out, &mut scratch);
+                        out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        run(true),
+                        run(false),
+                        "variant {}, {rows} rows, masked {masked}",
+                        variant.name()
+                    );
+                }
+            }
         }
     }
 }

@@ -60,8 +60,8 @@ pub(crate) const KEY_TILE: usize = 128;
 /// phase requests its own stream at the pace it reads it, K from the scores and V from the
 /// weighted sum: from the score kernel, twice as fast as the 8-lane one, the requests for
 /// both ran ahead of memory and read 47 % of a same-size stream, paced 74 % (h32/kv8, 64 MiB);
-/// they go [`AHEAD_WIDE`] keys ahead. A lone row over K and V in memory goes
-/// [`AHEAD_LONE`].
+/// they go [`AHEAD_WIDE`] keys ahead. A group of fewer than four rows over K and V in memory
+/// goes [`AHEAD_LONE`].
 const AHEAD: usize = KEY_TILE;
 
 /// How far ahead a block of four stacked decode rows on the wide kernels requests keys (from
@@ -73,17 +73,19 @@ const AHEAD: usize = KEY_TILE;
 /// whole one; a one-tile call in L2 pays for requests that hit, 3–5 % in the native mode).
 const AHEAD_WIDE: usize = KEY_TILE / 2;
 
-/// How far ahead a lone decode row over K and V in memory (not [`Head::cached`]) requests
-/// keys (from its score loop, 16 keys at a time in two chains) and values (from its weighted
-/// sum, eight keys at a time), each at the pace it reads them: 32 keys, 8 KiB of each at
-/// head_dim 64, into L1. Its score loop reads eight key rows at once, a line of each, an order
+/// How far ahead a decode group of fewer than [`ROWS`] rows over K and V in memory (not
+/// [`Head::cached`]) requests keys (from its score loop) and values (from its weighted sum,
+/// eight keys at a time for all its rows), each at the pace it reads them: 32 keys, 8 KiB of
+/// each at head_dim 64, into L1. Its score loop reads eight key rows at once, a line of each, an order
 /// the hardware prefetchers follow less well than a row-major stream (a loop reading K in that
 /// order with as much arithmetic per line reads a quarter less than one reading row-major);
 /// requests that close, into L1, make up for it. Measured on 8 heads × 65 536 keys (256 MiB,
 /// huge pages), in one process beside a stream of the same buffers: 73–76 % of that stream
 /// portable, 75–76 % native with requests one tile ahead into L2 from the score loop for
 /// both; 90 % and 86–87 % this way. A quarter tile of requests into L1 is 8 KiB per stream,
-/// which leaves the tile in use in L1; a whole tile into L1 was 70 % ([`AHEAD`]).
+/// which leaves the tile in use in L1; a whole tile into L1 was 70 % ([`AHEAD`]). Groups of
+/// three rows (24 query heads on 8, 64 MiB) went from 52–65 % to 68–80 %, of two from 68–77 %
+/// to 74–82 %.
 const AHEAD_LONE: usize = 32;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
@@ -524,9 +526,9 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for RowScores<'_, '_, M, W> {
         let mut r0 = 0;
         while r0 < rows {
             let block = ROWS.min(rows - r0);
-            // The rows of a block share each transposed chunk of keys; a pair of rows also
-            // takes two chunks at a time, four chains in flight. A lone row keeps one chunk
-            // (measured: two gained nothing, their registers spill).
+            // The rows of a block share each transposed chunk of keys; a pair of rows or a lone
+            // row also takes two chunks at a time, chains enough to hide their additions'
+            // latency (three rows: measured, two chunks gained nothing).
             let tile = RowTile {
                 wide,
                 h,
@@ -541,7 +543,6 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for RowScores<'_, '_, M, W> {
                 4 => tile.run::<S, M, 4, 1>(s, mode),
                 3 => tile.run::<S, M, 3, 1>(s, mode),
                 2 => tile.run::<S, M, 2, 2>(s, mode),
-                // A lone row keeps two chains in flight: one waits on its additions' latency.
                 _ => tile.run::<S, M, 1, 2>(s, mode),
             }
             r0 += block;
@@ -631,10 +632,11 @@ impl<W: Wide> RowTile<'_, '_, W> {
             }
             j += 32;
         }
-        // A lone row from memory requests only its keys, [`AHEAD_LONE`] on into L1 (its
-        // weighted sum requests the values); other blocks both, [`AHEAD`] on into L2.
-        let lone = R == 1 && !h.cached;
-        let rows_later = |j: usize, n: usize| match lone {
+        // A group of fewer than four rows from memory requests only its keys, [`AHEAD_LONE`]
+        // on into L1 (its weighted sum requests the values); other blocks both, [`AHEAD`] on
+        // into L2. (Only a group's first block requests anything.)
+        let close = R < ROWS && !h.cached;
+        let rows_later = |j: usize, n: usize| match close {
             true => Later {
                 rows: [later(AHEAD_LONE, j, n)[0], &[]],
                 into_l1: true,
@@ -674,7 +676,7 @@ impl<W: Wide> RowTile<'_, '_, W> {
 struct Later<'a> {
     /// Key rows and value rows wanted later (either may be empty).
     rows: [&'a [f32]; 2],
-    /// Into L1 (a lone row from memory, [`AHEAD_LONE`] on) rather than L2.
+    /// Into L1 (a group of fewer than four rows from memory, [`AHEAD_LONE`] on) rather than L2.
     into_l1: bool,
 }
 
@@ -939,9 +941,10 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for Weigh<'_, '_, M, W> {
 
 /// A decode group's [`Weigh`]: rescales each output row by its `α` and adds the tile's
 /// weighted values (requested [`AHEAD`] by [`RowScores`], or by this phase: [`AHEAD_WIDE`]
-/// where the four-row wide kernel runs, [`AHEAD_LONE`] for a lone row from memory; V
-/// streams from memory once for all the rows). Blocks of [`ROWS`] rows that weigh the same keys share each value load; per
-/// element the additions stay in increasing key order, as in [`Weigh`].
+/// where the four-row wide kernel runs, [`AHEAD_LONE`] for fewer than four rows from memory;
+/// V streams from memory once for all the rows). Blocks of [`ROWS`] rows, or a group of
+/// fewer, that weigh the same keys share each value load; per element the additions stay in
+/// increasing key order, as in [`Weigh`].
 struct StreamWeigh<'a, 'h, M, W> {
     mode: M,
     wide: W,
@@ -1003,15 +1006,22 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
                 if !by_wide {
                     weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, n, v, hd);
                 }
-            } else if rows == 1 && !h.cached {
-                // A lone row from memory: eight keys at a time, each step requesting the values
-                // [`AHEAD_LONE`] keys on. The additions per element stay in increasing key order.
-                let w = &scores[..n];
-                for j in (0..n).step_by(LANES) {
+            } else if rows < ROWS && !h.cached && counts[..block].iter().all(|&c| c == n) {
+                // A group of fewer than four rows from memory: eight keys at a time for all its
+                // rows at once, each step requesting the values [`AHEAD_LONE`] keys on.
+                let mut j = 0;
+                while j < n {
                     let end = (j + LANES).min(n);
                     let at = (t0 + AHEAD_LONE + j) * hd..(t0 + AHEAD_LONE + end) * hd;
                     prefetch_l1(h.v.get(at).unwrap_or(&[]));
-                    weigh_rows::<S, M, 1>(s, mode, out, &w[j..end], 0, end - j, &v[j * hd..], hd);
+                    let w = &scores[j..];
+                    let v = &v[j * hd..];
+                    match block {
+                        3 => weigh_rows::<S, M, 3>(s, mode, out, w, KEY_TILE, end - j, v, hd),
+                        2 => weigh_rows::<S, M, 2>(s, mode, out, w, KEY_TILE, end - j, v, hd),
+                        _ => weigh_rows::<S, M, 1>(s, mode, out, w, KEY_TILE, end - j, v, hd),
+                    }
+                    j = end;
                 }
             } else {
                 for (r, o) in (r0..).zip(out.chunks_exact_mut(hd)) {
