@@ -934,10 +934,21 @@ fn a_decode_row_has_the_bits_of_that_row_inside_a_prefill_block() {
 #[test]
 fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule() {
     // One query row per head: the heads sharing a K/V head are computed together (in a
-    // block of four and more, row by row below that), however a schedule splits the heads.
+    // block of four and more, row by row below that; groups of 2, 3, 6 and 7 padded to whole
+    // blocks of four on the wide kernels), however a schedule splits the heads.
     let schedules = all_schedules();
     let (b, sk) = (2, 300);
-    for (heads, kv_heads) in [(8, 2), (6, 3), (16, 2), (4, 4), (8, 1), (9, 3), (10, 2)] {
+    for (heads, kv_heads) in [
+        (8, 2),
+        (6, 3),
+        (16, 2),
+        (4, 4),
+        (8, 1),
+        (9, 3),
+        (10, 2),
+        (12, 2),
+        (14, 2),
+    ] {
         for hd in [13, 64] {
             let q = uniform(&[b, heads, 1, hd], 21);
             let k = uniform(&[b, kv_heads, sk, hd], 22);

@@ -205,6 +205,43 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             pack_queries(h, g0, rows, qt);
             packed = true;
         }
+        // A decode group whose last block would have two or three rows, on the wide kernels,
+        // is padded to whole blocks of four: its last query row repeated into `kt` (unused by
+        // a decode step), its output accumulated there. Four rows on those kernels take less
+        // time per key than three or two on the 8-lane ones (three rows from the last-level
+        // cache: 23–24 → 48–56 GiB/s of K and V; two: 34 → 50–57). Only the real rows go
+        // through the softmax (a padding row's scores stay raw and its output is never read),
+        // and each row's bits are its own.
+        let wide_blocks = h.decode && wide.blocks_of_four() && hd % 64 == 0;
+        let all = match rows % ROWS {
+            2 | 3 if wide_blocks => rows.next_multiple_of(ROWS),
+            _ => rows,
+        };
+        let padded = all != rows;
+        let (kt, pad) = match padded {
+            true => (&mut [][..], &mut *kt),
+            false => (&mut *kt, &mut [][..]),
+        };
+        let (qp, op) = pad.split_at_mut(pad.len().min(all * hd));
+        let op_len = op.len().min(all * hd);
+        let op = &mut op[..op_len];
+        let hp = match padded {
+            true => {
+                for (r, row) in qp.chunks_exact_mut(hd).enumerate() {
+                    let at = (g0 + r.min(rows - 1)) * hd;
+                    row.copy_from_slice(&h.q[at..at + hd]);
+                }
+                op.fill(0.0);
+                Head {
+                    q: &*qp,
+                    mask: None,
+                    sq: all,
+                    causal: false,
+                    ..*h
+                }
+            }
+            false => *h,
+        };
         let seen = h.visible(g0 + rows - 1);
         let mut t0 = 0;
         while t0 < seen {
@@ -213,7 +250,21 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 *c = h.visible(g0 + r).saturating_sub(t0).min(n);
             }
             let decode = rows < ROWS || h.decode;
-            if decode {
+            if padded {
+                for r in rows..all {
+                    state.counts[r] = state.counts[rows - 1];
+                }
+                s.outlined(RowScores {
+                    mode,
+                    wide,
+                    h: &hp,
+                    g0: 0,
+                    rows: all,
+                    t0,
+                    counts: &state.counts,
+                    scores,
+                });
+            } else if decode {
                 // A decode step (or rows too few for a block): the rows read the tile's keys
                 // in place, so K is streamed once and never packed.
                 s.outlined(RowScores {
@@ -252,7 +303,18 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 scores,
                 state: &mut state,
             });
-            if decode {
+            if padded {
+                s.outlined(StreamWeigh {
+                    mode,
+                    wide,
+                    h: &hp,
+                    rows: all,
+                    t0,
+                    scores,
+                    state: &state,
+                    group: &mut *op,
+                });
+            } else if decode {
                 s.outlined(StreamWeigh {
                     mode,
                     wide,
@@ -276,6 +338,9 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 });
             }
             t0 += KEY_TILE;
+        }
+        if padded {
+            group.copy_from_slice(&op[..rows * hd]);
         }
         for (r, o) in group.chunks_exact_mut(hd).enumerate() {
             let (top, total) = (state.top[r], state.total[r]);

@@ -91,6 +91,11 @@ pub(crate) trait Wide: Copy {
     /// packed copy (a block's `a_step` 1 and `a_row` the head dimension).
     fn scores_in_place(self) -> bool;
 
+    /// Whether [`scores_4x32`](Self::scores_4x32) and
+    /// [`block_4x64_ahead`](Self::block_4x64_ahead) run (for a head dimension they take): then
+    /// a decode group of two or three rows runs as a block of four, its last row repeated.
+    fn blocks_of_four(self) -> bool;
+
     /// Packs the first `16·⌊n/16⌋` keys of `keys` (`hd` values each) transposed,
     /// `kt[d·kt_stride + j] = keys[j·hd + d]`, in 16 × 16 blocks; returns how many keys it
     /// packed (0, having done nothing, where it has no such kernel, `hd` is not a multiple of
@@ -210,6 +215,11 @@ impl Wide for Narrow {
 
     #[inline(always)]
     fn scores_in_place(self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn blocks_of_four(self) -> bool {
         false
     }
 
@@ -937,6 +947,11 @@ impl Wide for Avx512Attend {
     #[inline(always)]
     fn scores_in_place(self) -> bool {
         matches!(self.step, Step::Fused)
+    }
+
+    #[inline(always)]
+    fn blocks_of_four(self) -> bool {
+        true
     }
 
     #[inline(always)]
