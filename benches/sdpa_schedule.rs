@@ -13,9 +13,10 @@
 //! its `sum` (128 MiB) for `sk16384` (64 MiB), its `sum_256MiB` for `sk65536` (256 MiB: each
 //! size has a stream of its own size, since the 32 MiB L3 serves part of a smaller one);
 //! `sdpa_decode_gqa/sq1_hd64_h32_kv8_sk16384/{portable,native}` the same with four query heads
-//! per K/V head (`..._sk512`: 2 MiB, in cache, the arithmetic's ceiling). Each decode group
-//! also holds `stream`, a plain sum over the same K and V buffers in the same run: the ratio to
-//! it is the one to read, with the noise of the minutes it ran in. `sdpa_decode_huge/…` and
+//! per K/V head (`..._sk512`: 2 MiB, in cache, the arithmetic's ceiling), and `…_h24_kv8_…`
+//! with three. Each decode group also holds `stream`, a plain sum over the same K and V buffers
+//! in the same run: the ratio to it is the one to read, with the noise of the minutes it ran
+//! in. `sdpa_decode_huge/…` and
 //! `sdpa_decode_gqa_huge/…` are the same steps with K and V in memory advised for transparent
 //! huge pages (as `KvCache::with_huge_pages` allocates), read against `peak`'s `…_huge` streams.
 //! Both run under `Sequential`, one core. `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
@@ -323,13 +324,16 @@ fn bench_decode(c: &mut Criterion) {
 
 /// A grouped-query decode step (32 query heads on 8 K/V heads) over K and V of 64 MiB, and
 /// over 2 MiB (`sk512`, inside the last-level cache): the arithmetic's own rate, the ceiling
-/// the 64 MiB step cannot pass whatever its reads.
+/// the 64 MiB step cannot pass whatever its reads; and the same with three query heads per K/V
+/// head (24 on 8), whose groups the wide kernels pad to blocks of four.
 fn bench_decode_gqa(c: &mut Criterion) {
-    let (heads, kv_heads) = (32, 8);
-    for (sk, pages) in [
-        (512usize, Pages::Small),
-        (16_384, Pages::Small),
-        (16_384, Pages::Huge),
+    let kv_heads = 8;
+    for (heads, sk, pages) in [
+        (32, 512usize, Pages::Small),
+        (32, 16_384, Pages::Small),
+        (32, 16_384, Pages::Huge),
+        (24, 512, Pages::Small),
+        (24, 16_384, Pages::Small),
     ] {
         let suffix = pages.suffix();
         let name = format!("sdpa_decode_gqa{suffix}/sq1_hd64_h{heads}_kv{kv_heads}_sk{sk}");
