@@ -198,10 +198,13 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             alpha: [1.0; GROUP],
             counts: [0; GROUP],
         };
-        // The native mode's wide kernel reads the queries in place; else they are packed once
-        // per group, here or at the first block that kernel refuses.
+        // A decode step (or rows too few for a block) reads each tile's keys in place, with the
+        // queries where they are: nothing to pack.
+        let decode = rows < ROWS || h.decode;
+        // Otherwise the native mode's wide kernel reads the queries in place; else they are
+        // packed once per group, here or at the first block that kernel refuses.
         let mut packed = false;
-        if !wide.scores_in_place() {
+        if !decode && !wide.scores_in_place() {
             pack_queries(h, g0, rows, qt);
             packed = true;
         }
@@ -249,7 +252,6 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             for (r, c) in state.counts[..rows].iter_mut().enumerate() {
                 *c = h.visible(g0 + r).saturating_sub(t0).min(n);
             }
-            let decode = rows < ROWS || h.decode;
             if padded {
                 for r in rows..all {
                     state.counts[r] = state.counts[rows - 1];
