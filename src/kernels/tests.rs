@@ -196,10 +196,11 @@ fn a_decode_group_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_n
     // Cached, a lone row scores 32 keys at a time on the wide kernel where there is one; not
     // cached, a group of fewer than four rows (unless the wide kernels pad it to four) scores
     // 16 or 8 keys at a time and weighs the values eight keys at a time, requesting them close
-    // ahead. Every variant in both modes
-    // gives one answer for both, for groups of one to five stacked rows (five: a block of four
-    // and a lone row), with and without a mask (under miri, which never detects AVX-512, one
-    // tile, one and three rows, masked).
+    // ahead. Every variant in both modes gives one answer for both, for groups of one to five
+    // stacked decode rows (five: a block of four and a lone row) and for as many causal rows of
+    // one head (each sees one key more than the last, so they weigh different keys), with and
+    // without a mask (under miri, which never detects AVX-512: one tile, one and three stacked
+    // rows, masked).
     let (sk, hd) = (if cfg!(miri) { 43 } else { 171 }, 64);
     let group_sizes: &[usize] = if cfg!(miri) {
         &[1, 3]
@@ -207,6 +208,7 @@ fn a_decode_group_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_n
         &[1, 2, 3, 4, 5]
     };
     let masks: &[bool] = if cfg!(miri) { &[true] } else { &[false, true] };
+    let stacking: &[bool] = if cfg!(miri) { &[true] } else { &[true, false] };
     let (k, v) = (values(sk * hd, 14), values(sk * hd, 15));
     for &rows in group_sizes {
         let q = values(rows * hd, 13);
@@ -217,7 +219,10 @@ fn a_decode_group_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_n
                 m => m as f32 * -0.125,
             })
             .collect();
-        for &masked in masks {
+        for (&masked, &stacked) in masks
+            .iter()
+            .flat_map(|m| stacking.iter().map(move |s| (m, s)))
+        {
             for variant in registered() {
                 for attend in [variant.attend.portable, variant.attend.native] {
                     let run = |cached| {
@@ -230,8 +235,8 @@ fn a_decode_group_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_n
                             sk,
                             hd,
                             scale: 0.125,
-                            causal: rows == 1,
-                            decode: true,
+                            causal: rows == 1 || !stacked,
+                            decode: stacked,
                             cached,
                         };
                         let mut out = vec![0.0f32; rows * hd];
@@ -242,7 +247,7 @@ fn a_decode_group_has_the_same_bits_whether_its_keys_are_taken_to_be_cached_or_n
                     assert_eq!(
                         run(true),
                         run(false),
-                        "variant {}, {rows} rows, masked {masked}",
+                        "variant {}, {rows} rows, masked {masked}, stacked {stacked}",
                         variant.name()
                     );
                 }

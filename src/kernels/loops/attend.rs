@@ -125,6 +125,14 @@ pub(crate) struct Head<'a> {
 pub(crate) const CACHED_KV_BYTES: u64 = 16 << 20;
 
 impl Head<'_> {
+    /// Whether a group of `rows` rows requests its keys (from the score loop) and values (from
+    /// the weighted sum) [`AHEAD_LONE`] on into L1: fewer than a block of rows over K and V in
+    /// memory. Both phases ask this one question, so exactly one of them requests each stream.
+    #[inline(always)]
+    fn requests_close(&self, rows: usize) -> bool {
+        rows < ROWS && !self.cached
+    }
+
     /// How many keys row `i` sees: bottom-right aligned when causal (`j <= i + sk - sq`;
     /// validated `sq <= sk`), all of them otherwise.
     #[inline(always)]
@@ -702,7 +710,7 @@ impl<W: Wide> RowTile<'_, '_, W> {
         // A group of fewer than four rows from memory requests only its keys, [`AHEAD_LONE`]
         // on into L1 (its weighted sum requests the values); other blocks both, [`AHEAD`] on
         // into L2. (Only a group's first block requests anything.)
-        let close = R < ROWS && !h.cached;
+        let close = h.requests_close(R);
         let rows_later = |j: usize, n: usize| match close {
             true => Later {
                 rows: [later(AHEAD_LONE, j, n)[0], &[]],
@@ -1073,20 +1081,35 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
                 if !by_wide {
                     weigh_rows::<S, M, ROWS>(s, mode, out, w, KEY_TILE, n, v, hd);
                 }
-            } else if rows < ROWS && !h.cached && counts[..block].iter().all(|&c| c == n) {
-                // A group of fewer than four rows from memory: eight keys at a time for all its
-                // rows at once, each step requesting the values [`AHEAD_LONE`] keys on.
+            } else if h.requests_close(rows) {
+                // Fewer than four rows from memory: eight keys at a time for all the rows, each
+                // step requesting the values [`AHEAD_LONE`] keys on; rows that see the same
+                // keys share each value load, else each weighs the keys it sees. The additions
+                // per element stay in increasing key order.
+                let even = counts[..block].iter().all(|&c| c == n);
+                let last = counts[block - 1];
                 let mut j = 0;
-                while j < n {
-                    let end = (j + LANES).min(n);
+                while j < last {
+                    let end = (j + LANES).min(last);
                     let at = (t0 + AHEAD_LONE + j) * hd..(t0 + AHEAD_LONE + end) * hd;
                     prefetch_l1(h.v.get(at).unwrap_or(&[]));
-                    let w = &scores[j..];
-                    let v = &v[j * hd..];
+                    let (w, v) = (&scores[j..], &v[j * hd..]);
                     match block {
-                        3 => weigh_rows::<S, M, 3>(s, mode, out, w, KEY_TILE, end - j, v, hd),
-                        2 => weigh_rows::<S, M, 2>(s, mode, out, w, KEY_TILE, end - j, v, hd),
-                        _ => weigh_rows::<S, M, 1>(s, mode, out, w, KEY_TILE, end - j, v, hd),
+                        3 if even => {
+                            weigh_rows::<S, M, 3>(s, mode, out, w, KEY_TILE, end - j, v, hd)
+                        }
+                        2 if even => {
+                            weigh_rows::<S, M, 2>(s, mode, out, w, KEY_TILE, end - j, v, hd)
+                        }
+                        _ => {
+                            for (r, o) in out.chunks_exact_mut(hd).enumerate() {
+                                let seen = end.min(counts[r]);
+                                let w = &w[r * KEY_TILE..];
+                                if j < seen {
+                                    weigh_rows::<S, M, 1>(s, mode, o, w, 0, seen - j, v, hd);
+                                }
+                            }
+                        }
                     }
                     j = end;
                 }
