@@ -1,10 +1,9 @@
 //! [`KvCache`]: the keys and values of one attention layer, preallocated and appended in place.
 
 use alloc::vec;
-use alloc::vec::Vec;
 
 use crate::kernels::KernelError;
-use crate::pages::try_zeroed_in;
+use crate::pages::{try_zeroed_in, Values};
 use crate::shape;
 use crate::tensor::{TensorError, TensorView};
 use crate::ShapeError;
@@ -46,8 +45,8 @@ use crate::ShapeError;
 /// ```
 #[derive(Clone, PartialEq)]
 pub struct KvCache {
-    keys: Vec<f32>,
-    values: Vec<f32>,
+    keys: Values,
+    values: Values,
     shape: [usize; 4],
     len: usize,
 }

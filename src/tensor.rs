@@ -3,6 +3,8 @@
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::pages::Values;
+
 mod view;
 
 pub use view::TensorView;
@@ -21,7 +23,7 @@ pub(crate) use crate::shape::element_count;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
     shape: Vec<usize>,
-    data: Vec<f32>,
+    data: Values,
 }
 
 /// Why a tensor could not be built.
@@ -137,7 +139,7 @@ impl fmt::Display for TensorError {
 impl core::error::Error for TensorError {}
 
 /// `len` zeros, or `None` when they cannot be allocated: never an abort.
-pub(crate) fn try_zeroed(len: usize) -> Option<Vec<f32>> {
+pub(crate) fn try_zeroed(len: usize) -> Option<Values> {
     crate::pages::try_zeroed_in(len, false)
 }
 
@@ -157,10 +159,20 @@ impl Tensor {
                 actual: data.len(),
             });
         }
-        Ok(Self { shape, data })
+        Ok(Self {
+            shape,
+            data: Values::from_vec(data),
+        })
     }
 
     /// A tensor of zeros.
+    ///
+    /// Its first value sits on a multiple of 64 bytes (a cache line, a 512-bit vector), as
+    /// does that of every tensor the crate allocates: those of
+    /// [`zeros_in_huge_pages`](Self::zeros_in_huge_pages) and [`from_fn`](Self::from_fn), a
+    /// clone, the kernels' outputs. The kernels read rows with whole vectors, and from a row
+    /// that starts inside a line each load spans two. A tensor built with [`new`](Self::new)
+    /// keeps the caller's values where they are.
     ///
     /// # Errors
     ///
@@ -253,9 +265,11 @@ impl Tensor {
         &mut self.data
     }
 
-    /// Consumes the tensor, returning its shape and values.
+    /// Consumes the tensor, returning its shape and values. The values of a tensor the crate
+    /// allocated (see [`zeros`](Self::zeros)) are moved to the front of their allocation
+    /// first, a copy within it; those given to [`new`](Self::new) come back as they went in.
     pub fn into_parts(self) -> (Vec<usize>, Vec<f32>) {
-        (self.shape, self.data)
+        (self.shape, self.data.into_vec())
     }
 
     /// The element at `index` (one coordinate per dimension), or `None` if it is out of range.
@@ -279,7 +293,18 @@ impl Tensor {
     ///
     /// [`TensorError::LengthMismatch`] when the counts differ.
     pub fn reshape(self, shape: Vec<usize>) -> Result<Self, TensorError> {
-        Self::new(shape, self.data)
+        let expected = checked_count(&shape)?;
+        if self.data.len() != expected {
+            return Err(TensorError::LengthMismatch {
+                shape,
+                expected,
+                actual: self.data.len(),
+            });
+        }
+        Ok(Self {
+            shape,
+            data: self.data,
+        })
     }
 
     /// The bit patterns of every value, for exact comparisons.
@@ -329,6 +354,47 @@ mod tests {
         assert_eq!(t.get(&[0, 0]), None);
         let r = t.reshape(vec![4, 2]).unwrap();
         assert_eq!(r.get(&[3, 1]), Some(7.0));
-        assert!(r.reshape(vec![3]).is_err());
+        assert_eq!(
+            r.reshape(vec![3]),
+            Err(TensorError::LengthMismatch {
+                shape: vec![3],
+                expected: 3,
+                actual: 8
+            })
+        );
+        assert_eq!(
+            Tensor::zeros(vec![2]).unwrap().reshape(vec![usize::MAX, 2]),
+            Err(TensorError::TooLarge {
+                shape: vec![usize::MAX, 2]
+            })
+        );
+    }
+
+    #[test]
+    fn tensors_the_crate_allocates_start_on_a_line_and_a_callers_values_stay_where_they_are() {
+        let line = crate::pages::LINE;
+        for n in [1, 5, 16, 33, 1000] {
+            let made = [
+                Tensor::zeros(vec![n]).unwrap(),
+                Tensor::zeros_in_huge_pages(vec![n]).unwrap(),
+                Tensor::from_fn(vec![n], |i| i as f32).unwrap(),
+                Tensor::from_fn(vec![n], |i| i as f32).unwrap().clone(),
+                Tensor::zeros(vec![n, 1])
+                    .unwrap()
+                    .reshape(vec![1, n])
+                    .unwrap(),
+            ];
+            for t in &made {
+                assert_eq!((t.len(), t.data().as_ptr().addr() % line), (n, 0));
+            }
+            let expected: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let (shape, values) = made[2].clone().into_parts();
+            assert_eq!((shape, values), (vec![n], expected.clone()));
+            let at = expected.as_ptr();
+            let theirs = Tensor::new(vec![n], expected).unwrap();
+            assert_eq!(theirs.data().as_ptr(), at);
+            assert_eq!(theirs, made[2]);
+            assert_eq!(theirs.into_parts().1.as_ptr(), at);
+        }
     }
 }

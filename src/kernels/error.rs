@@ -2,6 +2,7 @@
 
 use core::fmt;
 
+use crate::pages::Values;
 use crate::schedule::DisjointError;
 use crate::tensor::TensorError;
 use crate::ShapeError;
@@ -70,7 +71,7 @@ impl From<DisjointError> for KernelError {
 }
 
 /// A zeroed scratch buffer of `len` values, or [`KernelError::Scratch`] when it cannot be had.
-pub(crate) fn scratch(op: &'static str, len: usize) -> Result<alloc::vec::Vec<f32>, KernelError> {
+pub(crate) fn scratch(op: &'static str, len: usize) -> Result<Values, KernelError> {
     crate::tensor::try_zeroed(len).ok_or(KernelError::Scratch { op, elements: len })
 }
 
@@ -82,8 +83,7 @@ pub(crate) const KEPT_SCRATCH: usize = 1 << 18;
 #[cfg(all(feature = "std", not(feature = "loom")))]
 std::thread_local! {
     /// The calling thread's reused scratch (empty while a [`ReusedScratch`] holds it).
-    static THREAD_SCRATCH: core::cell::Cell<alloc::vec::Vec<f32>> =
-        const { core::cell::Cell::new(alloc::vec::Vec::new()) };
+    static THREAD_SCRATCH: core::cell::Cell<Values> = const { core::cell::Cell::new(Values::new()) };
 }
 
 /// Scratch values that hold **whatever this thread's last call left in them** (zeros on first
@@ -93,7 +93,7 @@ std::thread_local! {
 /// thread-locals), and in loom builds, each one is a fresh zeroed buffer. One taken while
 /// another is held on the same thread (a nested call) is a buffer of its own.
 pub(crate) struct ReusedScratch {
-    buf: alloc::vec::Vec<f32>,
+    buf: Values,
     len: usize,
 }
 
@@ -105,7 +105,7 @@ impl ReusedScratch {
             .try_with(core::cell::Cell::take)
             .unwrap_or_default();
         #[cfg(not(all(feature = "std", not(feature = "loom"))))]
-        let buf = alloc::vec::Vec::new();
+        let buf = Values::new();
         let buf = if buf.len() < len {
             scratch(op, len)?
         } else {
@@ -145,7 +145,7 @@ impl Drop for ReusedScratch {
 /// kernel's bits do not depend on what an earlier call left there.
 #[cfg(all(test, feature = "std", not(feature = "loom")))]
 pub(crate) fn poison_reused_scratch(len: usize, value: f32) {
-    THREAD_SCRATCH.with(|s| s.set(alloc::vec![value; len]));
+    THREAD_SCRATCH.with(|s| s.set(Values::from_vec(alloc::vec![value; len])));
 }
 
 #[cfg(all(test, feature = "std", not(feature = "loom")))]
