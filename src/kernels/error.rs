@@ -75,8 +75,9 @@ pub(crate) fn scratch(op: &'static str, len: usize) -> Result<Values, KernelErro
     crate::tensor::try_zeroed(len).ok_or(KernelError::Scratch { op, elements: len })
 }
 
-/// The most values a thread keeps in its reused scratch between calls (1 MiB, what attention
-/// needs up to head dimension 1024); a larger buffer is freed when its call ends.
+/// The most values a thread keeps in its reused scratch between calls (1 MiB: what attention
+/// needs up to head dimension 1024, and a matrix product's packs over rows); a larger buffer
+/// is freed when its call ends.
 #[cfg(all(feature = "std", not(feature = "loom")))]
 pub(crate) const KEPT_SCRATCH: usize = 1 << 18;
 

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use super::config::KernelConfig;
-use super::error::scratch;
+use super::error::{scratch, ReusedScratch};
 use super::loops::gemm::{pack_len, GemmTile, Source, Strided, MAX_MR, MAX_NR};
 use super::loops::matvec::{Layout, Skinny};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
@@ -308,7 +308,10 @@ pub(super) fn run_tiles(
                 grain,
                 work,
                 &|range, chunk| {
-                    let mut pack = scratch(op, pack_len(range.len().min(p.m), p.n, p.k))?;
+                    // Packing writes every value the micro-kernels read, so the thread's
+                    // reused scratch serves (no allocation, no clearing per call).
+                    let len = pack_len(range.len().min(p.m), p.n, p.k);
+                    let mut pack = ReusedScratch::take(op, len)?;
                     let mut row = range.start;
                     while row < range.end {
                         let (batch, r0) = (row / p.m, row % p.m);
@@ -354,7 +357,9 @@ pub(super) fn run_tiles(
     claims.resize(units, ());
     let tile = tm * tn;
     parallel_chunks(op, schedule, &mut claims, 1, work, &|range, _claimed| {
-        let mut buf = scratch(op, tile + pack_len(tm, tn, p.k))?;
+        // The tile is written whole before its rows are copied out, and the packs before
+        // they are read: the thread's reused scratch serves.
+        let mut buf = ReusedScratch::take(op, tile + pack_len(tm, tn, p.k))?;
         let (slot, pack) = buf.split_at_mut(tile);
         for u in range {
             let (batch, rows, cols) = span(u);

@@ -548,6 +548,70 @@ fn sdpa_bits_do_not_depend_on_what_the_threads_reused_scratch_held() {
     }
 }
 
+/// Two tasks' chunks ([`Chunks`](crate::Chunks), as every schedule cuts them) run one after
+/// the other on the calling thread: a matrix product splits for two tasks (over rows or over
+/// tiles) and every body call takes this thread's reused scratch.
+#[cfg(feature = "std")]
+struct TwoTasksInline;
+
+#[cfg(feature = "std")]
+impl crate::Schedule for TwoTasksInline {
+    fn parallelism(&self) -> usize {
+        2
+    }
+
+    fn name(&self) -> &str {
+        "two-tasks-inline"
+    }
+
+    fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
+        let chunks = crate::Chunks::new(n, grain, 2);
+        for range in (0..chunks.len()).filter_map(|i| chunks.get(i)) {
+            body(range.start, range.end);
+        }
+    }
+}
+
+#[test]
+#[cfg(feature = "std")]
+#[cfg_attr(
+    miri,
+    ignore = "no unsafe code of its own (the packed product's is run under miri by the tests \
+              above), and 72 products take minutes interpreted"
+)]
+fn matmul_bits_do_not_depend_on_what_the_threads_reused_scratch_held() {
+    // Ragged panels and a depth past one packed slice (300 > 256), which two tasks split over
+    // rows; then few rows against many columns, which two tasks split over column tiles (the
+    // tile and its packs in the scratch).
+    for (m, k, n) in [(61, 300, 37), (5, 40, 2100)] {
+        let a = tensor(&[m, k], 31);
+        let b = tensor(&[k, n], 32);
+        let run = |poison: f32| -> Vec<Vec<u32>> {
+            let mut outs = Vec::new();
+            for variant in registered() {
+                for precision in [Precision::Portable, Precision::Native] {
+                    let config = KernelConfig::new(Arc::clone(&variant))
+                        .with_precision(precision)
+                        .with_min_parallel_work(0);
+                    for two in [false, true] {
+                        super::error::poison_reused_scratch(1 << 17, poison);
+                        let out = match two {
+                            false => matmul_with(&config, &a, &b, &Sequential),
+                            true => matmul_with(&config, &a, &b, &TwoTasksInline),
+                        };
+                        outs.push(out.unwrap().to_bits());
+                    }
+                }
+            }
+            outs
+        };
+        let clean = run(0.0);
+        for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -1.5] {
+            assert_eq!(run(poison), clean, "{m}x{k}x{n} after {poison}");
+        }
+    }
+}
+
 #[test]
 fn attention_with_fewer_than_four_pieces_per_task_forks_only_past_a_late_helpers_work() {
     use super::sdpa::{fork_from, SDPA_LATE_HELPER_WORK, SDPA_PARALLEL_MIN_WORK};
