@@ -565,8 +565,7 @@ impl crate::Schedule for TwoTasksInline {
     }
 
     fn for_range(&self, n: usize, grain: usize, body: &(dyn Fn(usize, usize) + Sync)) {
-        let chunks = crate::Chunks::new(n, grain, 2);
-        for range in (0..chunks.len()).filter_map(|i| chunks.get(i)) {
+        for range in crate::Chunks::new(n, grain, 2).iter() {
             body(range.start, range.end);
         }
     }

@@ -253,6 +253,11 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             }
             false => *h,
         };
+        // What a decode step's phases read: the padded rows, or the group's own.
+        let (dh, dg0, drows) = match padded {
+            true => (&hp, 0, all),
+            false => (h, g0, rows),
+        };
         let seen = h.visible(g0 + rows - 1);
         let mut t0 = 0;
         while t0 < seen {
@@ -260,29 +265,19 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             for (r, c) in state.counts[..rows].iter_mut().enumerate() {
                 *c = h.visible(g0 + r).saturating_sub(t0).min(n);
             }
-            if padded {
-                for r in rows..all {
+            if decode {
+                // A decode step (or rows too few for a block): the rows read the tile's keys
+                // in place, so K is streamed once and never packed. Padding rows see what the
+                // last real row sees.
+                for r in rows..drows {
                     state.counts[r] = state.counts[rows - 1];
                 }
                 s.outlined(RowScores {
                     mode,
                     wide,
-                    h: &hp,
-                    g0: 0,
-                    rows: all,
-                    t0,
-                    counts: &state.counts,
-                    scores,
-                });
-            } else if decode {
-                // A decode step (or rows too few for a block): the rows read the tile's keys
-                // in place, so K is streamed once and never packed.
-                s.outlined(RowScores {
-                    mode,
-                    wide,
-                    h,
-                    g0,
-                    rows,
+                    h: dh,
+                    g0: dg0,
+                    rows: drows,
                     t0,
                     counts: &state.counts,
                     scores,
@@ -313,27 +308,19 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                 scores,
                 state: &mut state,
             });
-            if padded {
+            if decode {
                 s.outlined(StreamWeigh {
                     mode,
                     wide,
-                    h: &hp,
-                    rows: all,
+                    h: dh,
+                    rows: drows,
                     t0,
                     scores,
                     state: &state,
-                    group: &mut *op,
-                });
-            } else if decode {
-                s.outlined(StreamWeigh {
-                    mode,
-                    wide,
-                    h,
-                    rows,
-                    t0,
-                    scores,
-                    state: &state,
-                    group,
+                    group: match padded {
+                        true => &mut *op,
+                        false => &mut *group,
+                    },
                 });
             } else {
                 s.outlined(Weigh {
