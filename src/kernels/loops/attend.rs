@@ -75,18 +75,24 @@ const AHEAD_WIDE: usize = KEY_TILE / 2;
 
 /// How far ahead a decode group of fewer than [`ROWS`] rows over K and V in memory (not
 /// [`Head::cached`]) requests keys (from its score loop) and values (from its weighted sum,
-/// eight keys at a time for all its rows), each at the pace it reads them: 32 keys, 8 KiB of
+/// eight keys at a time for all its rows), each at the pace it reads them: 48 keys, 12 KiB of
 /// each at head_dim 64, into L1. Its score loop reads eight key rows at once, a line of each,
 /// an order the hardware prefetchers follow less well than a row-major stream (a loop reading
 /// K in that order with as much arithmetic per line reads a quarter less than one reading
-/// row-major); requests that close, into L1, make up for it. Measured on 8 heads × 65 536
-/// keys (256 MiB, huge pages), in one process beside a stream of the same buffers: 73–76 % of
-/// that stream portable, 75–76 % native with requests one tile ahead into L2 from the score
-/// loop for both; 90 % and 86–87 % this way. A quarter tile of requests into L1 is 8 KiB per
-/// stream, which leaves the tile in use in L1; a whole tile into L1 was 70 % ([`AHEAD`]).
-/// Groups of three rows (24 query heads on 8, 64 MiB) went from 52–65 % to 68–80 %, of two
-/// from 68–77 % to 74–82 % (on the wide kernels such groups are now padded to four instead).
-const AHEAD_LONE: usize = 32;
+/// row-major); requests that close, into L1, make up for it. On this machine they are what
+/// keeps the reads in flight: requesting every other line instead (leaving the rest to the
+/// hardware) read 15–19 GiB/s instead of 40 at 64 MiB. Measured on 8 heads × 65 536 keys
+/// (256 MiB, huge pages), in one process beside a stream of the same buffers: 73–76 % of that
+/// stream portable, 75–76 % native with requests one tile ahead into L2 from the score loop
+/// for both; 90 % and 86–87 % 32 keys ahead into L1. A whole tile into L1 was 70 %
+/// ([`AHEAD`]). From 32 keys to 48, alternating processes three times on 8 heads × 16 384
+/// keys (64 MiB): 37.3–39.3 → 39.3–42.9 GiB/s portable, 35.0–38.1 → 38.1–40.1 native; 32
+/// heads × 4096 keys +2 to +6 %; at 256 MiB the same within the runs' spread; on the AVX2
+/// variant a lone row +4 %, a pair +4 %, three rows the same; 40 keys read less than 48, and
+/// 56, 64 or 80 keys no more. Groups of three rows (24 query heads on 8, 64 MiB) went from
+/// 52–65 % to 68–80 % of their stream with these requests, of two from 68–77 % to 74–82 %
+/// (on the wide kernels such groups are now padded to four instead).
+const AHEAD_LONE: usize = 48;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
 
