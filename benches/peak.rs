@@ -24,7 +24,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skainet_schedule::Tensor;
 
 #[cfg(target_arch = "x86_64")]
-use common::stream_sum_avx2 as stream_sum;
+use common::stream_sum;
 
 /// Steps per call: each is 12 accumulators × 8 lanes of multiply-adds (AVX2), or 24 × 16
 /// (AVX-512, as the packed product's micro-kernel runs them).
@@ -200,15 +200,13 @@ const STREAM_BYTES: usize = 128 << 20;
 /// measured against a stream of its own size.
 const LARGE_STREAM_BYTES: usize = 256 << 20;
 
-/// The sum of `xs` by two cores at once, each streaming its half (AVX2 must have been detected).
+/// The sum of `xs` by two cores at once, each streaming its half.
 #[cfg(target_arch = "x86_64")]
 fn two_cores(xs: &[f32]) -> f32 {
     let (front, back) = xs.split_at(xs.len() / 2);
     std::thread::scope(|scope| {
-        // SAFETY: the caller detected AVX2; the thread reads its own half.
-        let other = scope.spawn(|| unsafe { stream_sum(back) });
-        // SAFETY: as above, for the caller's half.
-        let mine = unsafe { stream_sum(front) };
+        let other = scope.spawn(|| stream_sum(back));
+        let mine = stream_sum(front);
         mine + other.join().unwrap_or(0.0)
     })
 }
@@ -245,7 +243,7 @@ fn bench(c: &mut Criterion) {
         group.finish();
     }
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
+    {
         let xs: Vec<f32> = (0..STREAM_BYTES / 4).map(|i| (i % 7) as f32).collect();
         let large: Vec<f32> = (0..LARGE_STREAM_BYTES / 4)
             .map(|i| (i % 7) as f32)
@@ -267,17 +265,11 @@ fn bench(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(2))
             .throughput(Throughput::Bytes(STREAM_BYTES as u64));
-        // SAFETY: AVX2 was detected just above.
-        group.bench_function("sum", |b| b.iter(|| unsafe { stream_sum(&xs) }));
-        // SAFETY: as above.
-        let huge = |b: &mut criterion::Bencher| b.iter(|| unsafe { stream_sum(xs_huge.data()) });
-        group.bench_function("sum_huge", huge);
+        group.bench_function("sum", |b| b.iter(|| stream_sum(&xs)));
+        group.bench_function("sum_huge", |b| b.iter(|| stream_sum(xs_huge.data())));
         group.throughput(Throughput::Bytes(LARGE_STREAM_BYTES as u64));
-        // SAFETY: as above.
-        group.bench_function("sum_256MiB", |b| b.iter(|| unsafe { stream_sum(&large) }));
-        // SAFETY: as above.
-        let large_huge_sum =
-            |b: &mut criterion::Bencher| b.iter(|| unsafe { stream_sum(large_huge.data()) });
+        group.bench_function("sum_256MiB", |b| b.iter(|| stream_sum(&large)));
+        let large_huge_sum = |b: &mut criterion::Bencher| b.iter(|| stream_sum(large_huge.data()));
         group.bench_function("sum_256MiB_huge", large_huge_sum);
         group.finish();
         // Both cores at once, each streaming its half, in scoped threads started per call (a

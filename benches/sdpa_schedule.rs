@@ -227,20 +227,9 @@ fn bench_modes(c: &mut Criterion) {
 }
 
 /// The sum of a tensor's values: one pass over its bytes, the read a decode step cannot beat
-/// (AVX2 where the CPU has it, as `benches/peak.rs` streams; the portable loop reads slower).
+/// (`common::stream_sum`, as `benches/peak.rs` streams).
 fn stream_sum(t: &Tensor) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 was detected just above.
-        return unsafe { common::stream_sum_avx2(t.data()) };
-    }
-    let mut acc = [0.0f32; 16];
-    for chunk in t.data().chunks_exact(16) {
-        for (a, &x) in acc.iter_mut().zip(chunk) {
-            *a += x;
-        }
-    }
-    acc.iter().sum()
+    common::stream_sum(t.data())
 }
 
 /// One decode group `name`: a step (Sq = 1) of `heads` query heads over `kv_heads` K/V heads
