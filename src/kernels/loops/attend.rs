@@ -28,10 +28,11 @@
 //! 64 columns at a time on it, in the same chains. A decode group (one query row per head,
 //! the heads of a GQA group stacked as its rows, or any group of fewer than [`ROWS`] rows)
 //! packs nothing: it reads each key row in place, eight at a time through a register
-//! transpose shared by up to [`ROWS`] rows ([`RowScores`]; a block of four 32 at a time on
-//! the wide kernel), weighs V rows in place ([`StreamWeigh`]), and requests K and V rows
-//! ahead of their use ([`AHEAD`], [`AHEAD_WIDE`], [`AHEAD_LONE`]), so that one core keeps
-//! enough memory reads in flight to stream them.
+//! transpose shared by up to [`ROWS`] rows ([`RowScores`]; a block of four, and a lone row
+//! from cache or in the native mode, 32 at a time on the wide kernel), weighs V rows in place
+//! ([`StreamWeigh`]; a lone row 64 columns at a time on the wide kernel), and requests K and V
+//! rows ahead of their use ([`AHEAD`], [`AHEAD_WIDE`], [`AHEAD_LONE`], [`AHEAD_LONE_WIDE`]), so
+//! that one core keeps enough memory reads in flight to stream them.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -94,6 +95,14 @@ const AHEAD_WIDE: usize = KEY_TILE / 2;
 /// (on the wide kernels such groups are now padded to four instead).
 const AHEAD_LONE: usize = 48;
 
+/// How far ahead a lone decode row on the wide kernels requests keys (from
+/// [`Wide::scores_1x32`], a line per line it reads) and values (from
+/// [`Wide::weigh_1x64_ahead`], the same way), into L1: 32 keys, one call of the score kernel.
+/// Reading 32 keys per call at about twice the 8-lane loop's pace, it wants its requests
+/// closer than [`AHEAD_LONE`]: on 8 heads × 16 384 keys (64 MiB), 16 keys ahead read 34–37
+/// GiB/s, 24 keys 37–42, 32 and 40 keys 42–46, 64 keys 39–43, 128 keys 36–38 (native).
+const AHEAD_LONE_WIDE: usize = 32;
+
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
 
 /// One (batch, head) unit's operands, already resolved from the tensors (GQA by index).
@@ -119,15 +128,19 @@ pub(crate) struct Head<'a> {
     pub decode: bool,
     /// K and V of the whole call are taken to fit in the last-level cache (at most
     /// [`CACHED_KV_BYTES`]): a lone decode row then scores 32 keys at a time on the wide
-    /// kernel, where there is one. From memory the 8-lane loop, with its requests close ahead
-    /// into L1 ([`AHEAD_LONE`]), reads faster (measured), so larger K and V keep it. The bits
-    /// are the same either way.
+    /// kernel, where there is one, in either mode. From memory the portable mode's 8-lane
+    /// loop, with its requests close ahead into L1 ([`AHEAD_LONE`]), reads as fast as the wide
+    /// kernel from 64 MiB and 7–15 % faster from 256 MiB (measured), so larger K and V keep
+    /// it; the native mode's wide kernel reads faster from memory too
+    /// ([`Wide::lone_from_memory`]). The bits are the same either way.
     pub cached: bool,
 }
 
 /// The K and V bytes of a call up to which a lone decode row is taken to read them from
-/// cache (measured on a 32 MiB L3: at 16 MiB the wide kernel reads 1.5 times as fast as the
-/// 8-key one, at 24 MiB as fast, at 64 MiB 5 to 13 % slower).
+/// cache (measured on a 32 MiB L3, when the wide kernel requested its keys a tile ahead into
+/// L2 and no values: at 16 MiB it read 1.5 times as fast as the 8-key loop, at 24 MiB as
+/// fast, at 64 MiB 5 to 13 % slower; with its requests close ahead into L1 it reads 54–55
+/// GiB/s at 16 MiB portable where it read 44).
 pub(crate) const CACHED_KV_BYTES: u64 = 16 << 20;
 
 impl Head<'_> {
@@ -668,13 +681,12 @@ impl<W: Wide> RowTile<'_, '_, W> {
             }
         };
         let mut j = 0;
-        if R == 1 && h.cached {
-            // A lone row over K and V that fit in cache: 32 keys at a time on the wide kernel,
-            // which requests the keys ahead. The values are not requested: from the last-level
-            // cache the requests cost more than they save (measured: a fifth of the speed,
-            // whether issued here or spread over the weighted sum).
+        if R == 1 && (h.cached || wide.lone_from_memory()) {
+            // A lone row, over K and V in cache or in the native mode: 32 keys at a time on
+            // the wide kernel, where there is one, which requests the keys [`AHEAD_LONE_WIDE`]
+            // on (its weighted sum requests the values).
             while j + 32 <= count {
-                let [keys_later, _] = later(AHEAD, j, 32);
+                let [keys_later, _] = later(AHEAD_LONE_WIDE, j, 32);
                 let block = &keys[j * hd..(j + 32) * hd];
                 if !wide.scores_1x32(q, block, keys_later, &mut scores[j..]) {
                     break;
@@ -1048,7 +1060,23 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for StreamWeigh<'_, '_, M, W> {
             let block = ROWS.min(rows - r0);
             let n = counts[r0];
             let out = &mut group[r0 * hd..(r0 + block) * hd];
-            if block == ROWS && counts[r0..r0 + ROWS].iter().all(|&c| c == n) {
+            // A lone row on the wide kernel, where there is one: whole rows of 64 values at a
+            // time, requesting the values as far on as the score phase requested the keys (the
+            // additions per element in increasing key order, as everywhere).
+            let lone = rows == 1 && hd % 64 == 0 && {
+                let ahead = match h.cached || wide.lone_from_memory() {
+                    true => AHEAD_LONE_WIDE,
+                    false => AHEAD_LONE,
+                };
+                (0..hd).step_by(64).all(|c| {
+                    let later = h.v.get((t0 + ahead) * hd + c..).unwrap_or(&[]);
+                    let out = &mut out[c..c + 64];
+                    wide.weigh_1x64_ahead(&scores[..n], &v[c..], hd, n, out, later)
+                })
+            };
+            if lone {
+                // Done on the wide kernel.
+            } else if block == ROWS && counts[r0..r0 + ROWS].iter().all(|&c| c == n) {
                 let w = &scores[r0 * KEY_TILE..];
                 // The first block requests the values wanted later (the score phase requested
                 // only keys where the wide score kernel ran: the same condition).

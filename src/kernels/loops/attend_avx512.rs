@@ -53,6 +53,23 @@ pub(crate) trait Wide: Copy {
         ahead: &[f32],
     ) -> bool;
 
+    /// `c[x] += Σ_{k < depth} a[k] · b[k·b_step + x]` for `x < 64`, in increasing `k`, rounding
+    /// as `step` (one row of [`block_4x64`](Self::block_4x64): the chains of the 8-lane
+    /// weighted sum, a lane of each per element), requesting into L1 the lines of `ahead` at
+    /// the offsets it reads `b` at, one per line read: a lone decode row's values, read from
+    /// memory with the rows wanted later requested at the pace it reads them. Where `ahead`
+    /// holds fewer such rows, the steps past them request nothing. Returns `false`, having
+    /// done nothing, where it has no such kernel or the slices are too short.
+    fn weigh_1x64_ahead(
+        self,
+        a: &[f32],
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        ahead: &[f32],
+    ) -> bool;
+
     /// [`block_4x64`](Self::block_4x64) with the sums starting at `+0.0`, as the 8-lane
     /// score kernel starts its chains: `c` is written, never read.
     #[allow(clippy::too_many_arguments)]
@@ -96,6 +113,11 @@ pub(crate) trait Wide: Copy {
     /// a decode group of two or three rows runs as a block of four, its last row repeated.
     fn blocks_of_four(self) -> bool;
 
+    /// Whether a lone decode row over K and V in memory scores on
+    /// [`scores_1x32`](Self::scores_1x32) too, as it does from cache (the native mode's
+    /// kernel); else it scores on the 8-lane loop.
+    fn lone_from_memory(self) -> bool;
+
     /// Packs the first `16·⌊n/16⌋` keys of `keys` (`hd` values each) transposed,
     /// `kt[d·kt_stride + j] = keys[j·hd + d]`, in 16 × 16 blocks; returns how many keys it
     /// packed (0, having done nothing, where it has no such kernel, `hd` is not a multiple of
@@ -122,7 +144,7 @@ pub(crate) trait Wide: Copy {
     /// place, `hd = q.len()` values each), each one chain over `d` in increasing order from
     /// `+0.0`, rounding as the mode does: the chains of the 8-lane row kernel, 32 keys at once
     /// through 16 × 16 register transposes, two chains in flight. Requests `later` (the key
-    /// rows wanted next, 32 when whole) into L2, a line per step. Returns `false`, having done
+    /// rows wanted next, 32 when whole) into L1, a line per step. Returns `false`, having done
     /// nothing, where it has no such kernel, `hd` is not a positive multiple of 16 or the
     /// slices are too short.
     fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool;
@@ -183,6 +205,19 @@ impl Wide for Narrow {
     }
 
     #[inline(always)]
+    fn weigh_1x64_ahead(
+        self,
+        _: &[f32],
+        _: &[f32],
+        _: usize,
+        _: usize,
+        _: &mut [f32],
+        _: &[f32],
+    ) -> bool {
+        false
+    }
+
+    #[inline(always)]
     fn block_4x64_from_zero(
         self,
         _: &[f32],
@@ -220,6 +255,11 @@ impl Wide for Narrow {
 
     #[inline(always)]
     fn blocks_of_four(self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn lone_from_memory(self) -> bool {
         false
     }
 
@@ -955,6 +995,14 @@ impl Wide for Avx512Attend {
     }
 
     #[inline(always)]
+    fn lone_from_memory(self) -> bool {
+        // Measured (8 heads, one process, alternating): from 64 MiB the fused kernel read
+        // 10-18 % more than the 8-lane loop and the unfused one the same, from 256 MiB the
+        // unfused one 7-15 % less.
+        matches!(self.step, Step::Fused)
+    }
+
+    #[inline(always)]
     fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool {
         let hd = q.len();
         let fits = hd > 0
@@ -972,7 +1020,7 @@ impl Wide for Avx512Attend {
         let (pk, pstep) = match later.len() == 32 * hd {
             true => (later.as_ptr(), 32 * 64),
             false => {
-                super::super::simd::prefetch_l2(later);
+                super::super::simd::prefetch_l1(later);
                 (keys.as_ptr(), 0usize)
             }
         };
@@ -1044,67 +1092,67 @@ impl Wide for Avx512Attend {
                         "vbroadcastss zmm21, [rdx + 0]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm10",
                         ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm30, zmm30, zmm19", ".endif",
-                        "prefetcht1 [r8 + 0]",
+                        "prefetcht0 [r8 + 0]",
                         "vbroadcastss zmm24, [rdx + 4]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm24, zmm11",
                         ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        "prefetcht1 [r8 + 64]",
+                        "prefetcht0 [r8 + 64]",
                         "vbroadcastss zmm25, [rdx + 8]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm12",
                         ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        "prefetcht1 [r8 + 128]",
+                        "prefetcht0 [r8 + 128]",
                         "vbroadcastss zmm28, [rdx + 12]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm28, zmm13",
                         ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm30, zmm30, zmm26", ".endif",
-                        "prefetcht1 [r8 + 192]",
+                        "prefetcht0 [r8 + 192]",
                         "vbroadcastss zmm29, [rdx + 16]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm3",
                         ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm30, zmm30, zmm27", ".endif",
-                        "prefetcht1 [r8 + 256]",
+                        "prefetcht0 [r8 + 256]",
                         "vbroadcastss zmm2, [rdx + 20]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm2, zmm4",
                         ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm30, zmm30, zmm0", ".endif",
-                        "prefetcht1 [r8 + 320]",
+                        "prefetcht0 [r8 + 320]",
                         "vbroadcastss zmm6, [rdx + 24]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm6, zmm5",
                         ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm30, zmm30, zmm1", ".endif",
-                        "prefetcht1 [r8 + 384]",
+                        "prefetcht0 [r8 + 384]",
                         "vbroadcastss zmm21, [rdx + 28]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm18",
                         ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm30, zmm30, zmm19", ".endif",
-                        "prefetcht1 [r8 + 448]",
+                        "prefetcht0 [r8 + 448]",
                         "vbroadcastss zmm22, [rdx + 32]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm22, zmm14",
                         ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm30, zmm30, zmm10", ".endif",
-                        "prefetcht1 [r8 + 512]",
+                        "prefetcht0 [r8 + 512]",
                         "vbroadcastss zmm11, [rdx + 36]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm11, zmm15",
                         ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm30, zmm30, zmm24", ".endif",
-                        "prefetcht1 [r8 + 576]",
+                        "prefetcht0 [r8 + 576]",
                         "vbroadcastss zmm25, [rdx + 40]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm16",
                         ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        "prefetcht1 [r8 + 640]",
+                        "prefetcht0 [r8 + 640]",
                         "vbroadcastss zmm26, [rdx + 44]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm26, zmm17",
                         ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm30, zmm30, zmm12", ".endif",
-                        "prefetcht1 [r8 + 704]",
+                        "prefetcht0 [r8 + 704]",
                         "vbroadcastss zmm13, [rdx + 48]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm13, zmm7",
                         ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm30, zmm30, zmm28", ".endif",
-                        "prefetcht1 [r8 + 768]",
+                        "prefetcht0 [r8 + 768]",
                         "vbroadcastss zmm29, [rdx + 52]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm8",
                         ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm30, zmm30, zmm27", ".endif",
-                        "prefetcht1 [r8 + 832]",
+                        "prefetcht0 [r8 + 832]",
                         "vbroadcastss zmm0, [rdx + 56]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm0, zmm9",
                         ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm30, zmm30, zmm3", ".endif",
-                        "prefetcht1 [r8 + 896]",
+                        "prefetcht0 [r8 + 896]",
                         "vbroadcastss zmm4, [rdx + 60]",
                         ".if {fused}", "vfmadd231ps zmm30, zmm4, zmm20",
                         ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm30, zmm30, zmm2", ".endif",
-                        "prefetcht1 [r8 + 960]",
+                        "prefetcht0 [r8 + 960]",
                         "mov rax, rdi",
                         "vmovups zmm0, [rax]", "add rax, {ss}",
                         "vmovups zmm1, [rax]", "add rax, {ss}",
@@ -1153,67 +1201,67 @@ impl Wide for Avx512Attend {
                         "vbroadcastss zmm21, [rdx + 0]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm10",
                         ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "prefetcht1 [r8 + 1024]",
+                        "prefetcht0 [r8 + 1024]",
                         "vbroadcastss zmm24, [rdx + 4]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm24, zmm11",
                         ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        "prefetcht1 [r8 + 1088]",
+                        "prefetcht0 [r8 + 1088]",
                         "vbroadcastss zmm25, [rdx + 8]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm12",
                         ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        "prefetcht1 [r8 + 1152]",
+                        "prefetcht0 [r8 + 1152]",
                         "vbroadcastss zmm28, [rdx + 12]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm28, zmm13",
                         ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm31, zmm31, zmm26", ".endif",
-                        "prefetcht1 [r8 + 1216]",
+                        "prefetcht0 [r8 + 1216]",
                         "vbroadcastss zmm29, [rdx + 16]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm3",
                         ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm31, zmm31, zmm27", ".endif",
-                        "prefetcht1 [r8 + 1280]",
+                        "prefetcht0 [r8 + 1280]",
                         "vbroadcastss zmm2, [rdx + 20]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm2, zmm4",
                         ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm31, zmm31, zmm0", ".endif",
-                        "prefetcht1 [r8 + 1344]",
+                        "prefetcht0 [r8 + 1344]",
                         "vbroadcastss zmm6, [rdx + 24]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm6, zmm5",
                         ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm31, zmm31, zmm1", ".endif",
-                        "prefetcht1 [r8 + 1408]",
+                        "prefetcht0 [r8 + 1408]",
                         "vbroadcastss zmm21, [rdx + 28]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm18",
                         ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "prefetcht1 [r8 + 1472]",
+                        "prefetcht0 [r8 + 1472]",
                         "vbroadcastss zmm22, [rdx + 32]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm22, zmm14",
                         ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm31, zmm31, zmm10", ".endif",
-                        "prefetcht1 [r8 + 1536]",
+                        "prefetcht0 [r8 + 1536]",
                         "vbroadcastss zmm11, [rdx + 36]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm11, zmm15",
                         ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm31, zmm31, zmm24", ".endif",
-                        "prefetcht1 [r8 + 1600]",
+                        "prefetcht0 [r8 + 1600]",
                         "vbroadcastss zmm25, [rdx + 40]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm16",
                         ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        "prefetcht1 [r8 + 1664]",
+                        "prefetcht0 [r8 + 1664]",
                         "vbroadcastss zmm26, [rdx + 44]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm26, zmm17",
                         ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm31, zmm31, zmm12", ".endif",
-                        "prefetcht1 [r8 + 1728]",
+                        "prefetcht0 [r8 + 1728]",
                         "vbroadcastss zmm13, [rdx + 48]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm13, zmm7",
                         ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm31, zmm31, zmm28", ".endif",
-                        "prefetcht1 [r8 + 1792]",
+                        "prefetcht0 [r8 + 1792]",
                         "vbroadcastss zmm29, [rdx + 52]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm8",
                         ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm31, zmm31, zmm27", ".endif",
-                        "prefetcht1 [r8 + 1856]",
+                        "prefetcht0 [r8 + 1856]",
                         "vbroadcastss zmm0, [rdx + 56]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm0, zmm9",
                         ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm31, zmm31, zmm3", ".endif",
-                        "prefetcht1 [r8 + 1920]",
+                        "prefetcht0 [r8 + 1920]",
                         "vbroadcastss zmm4, [rdx + 60]",
                         ".if {fused}", "vfmadd231ps zmm31, zmm4, zmm20",
                         ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm31, zmm31, zmm2", ".endif",
-                        "prefetcht1 [r8 + 1984]",
+                        "prefetcht0 [r8 + 1984]",
                         "add rsi, 64", "add rdi, 64", "add rdx, 64", "add r8, {pstep}",
                         "dec r10", "jnz 2b",
                         "vmovups [{out}], zmm30", "vmovups [{out} + 64], zmm31",
@@ -1756,6 +1804,109 @@ impl Wide for Avx512Attend {
         ahead: &[f32],
     ) -> bool {
         self.block(a, a_step, a_row, b, b_step, depth, c, c_row, false, ahead)
+    }
+
+    #[inline(always)]
+    fn weigh_1x64_ahead(
+        self,
+        a: &[f32],
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        ahead: &[f32],
+    ) -> bool {
+        let fits = depth <= a.len()
+            && c.len() >= 64
+            && (depth == 0 || reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len()))
+            // Byte steps fit an address register.
+            && b_step.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize);
+        if !fits {
+            return false;
+        }
+        if depth == 0 {
+            return true;
+        }
+        // Requests for the first `early` steps: as many rows as `ahead` holds in full at the
+        // offsets `b` is read at (the others go without).
+        let early = match b_step {
+            0 => 0,
+            _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
+        }
+        .min(depth);
+        // One body for both modes: `fused` (an assembler constant) picks each step's
+        // `vfmadd231ps` or its `vmulps` then `vaddps`.
+        macro_rules! weigh {
+            ($fused:literal) => {
+                // SAFETY: the token exists only where AVX-512F was detected. The assembly
+                // reads `a[k]` and `b[k·b_step..][..64]` for `k < depth`, and reads and writes
+                // `c[..64]` — all inside the slices, as just checked; its prefetches (which
+                // never fault) name lines of `ahead` at the offsets of `b`'s. It touches no
+                // other memory and no stack; every vector register it uses is call-clobbered
+                // (`clobber_abi`).
+                unsafe {
+                    core::arch::asm!(
+                        "vmovups zmm0, [{c}]", "vmovups zmm1, [{c} + 64]",
+                        "vmovups zmm2, [{c} + 128]", "vmovups zmm3, [{c} + 192]",
+                        // One request per line read, for the same columns of the rows wanted
+                        // later, while `ahead` lasts.
+                        "mov rcx, {early}", "test rcx, rcx", "jz 7f",
+                        "5:",
+                        "vbroadcastss zmm20, dword ptr [rsi]",
+                        ".if {fused}",
+                        "vfmadd231ps zmm0, zmm20, [rdx]",
+                        "vfmadd231ps zmm1, zmm20, [rdx + 64]",
+                        "vfmadd231ps zmm2, zmm20, [rdx + 128]",
+                        "vfmadd231ps zmm3, zmm20, [rdx + 192]",
+                        ".else",
+                        "vmulps zmm16, zmm20, [rdx]", "vaddps zmm0, zmm0, zmm16",
+                        "vmulps zmm17, zmm20, [rdx + 64]", "vaddps zmm1, zmm1, zmm17",
+                        "vmulps zmm18, zmm20, [rdx + 128]", "vaddps zmm2, zmm2, zmm18",
+                        "vmulps zmm19, zmm20, [rdx + 192]", "vaddps zmm3, zmm3, zmm19",
+                        ".endif",
+                        "prefetcht0 [r9]", "prefetcht0 [r9 + 64]",
+                        "prefetcht0 [r9 + 128]", "prefetcht0 [r9 + 192]",
+                        "add rsi, 4", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
+                        "7:",
+                        "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
+                        "6:",
+                        "vbroadcastss zmm20, dword ptr [rsi]",
+                        ".if {fused}",
+                        "vfmadd231ps zmm0, zmm20, [rdx]",
+                        "vfmadd231ps zmm1, zmm20, [rdx + 64]",
+                        "vfmadd231ps zmm2, zmm20, [rdx + 128]",
+                        "vfmadd231ps zmm3, zmm20, [rdx + 192]",
+                        ".else",
+                        "vmulps zmm16, zmm20, [rdx]", "vaddps zmm0, zmm0, zmm16",
+                        "vmulps zmm17, zmm20, [rdx + 64]", "vaddps zmm1, zmm1, zmm17",
+                        "vmulps zmm18, zmm20, [rdx + 128]", "vaddps zmm2, zmm2, zmm18",
+                        "vmulps zmm19, zmm20, [rdx + 192]", "vaddps zmm3, zmm3, zmm19",
+                        ".endif",
+                        "add rsi, 4", "add rdx, {bstep}", "dec rcx", "jnz 6b",
+                        "4:",
+                        "vmovups [{c}], zmm0", "vmovups [{c} + 64], zmm1",
+                        "vmovups [{c} + 128], zmm2", "vmovups [{c} + 192], zmm3",
+                        "vzeroupper",
+                        inout("rsi") a.as_ptr() => _,
+                        inout("rdx") b.as_ptr() => _,
+                        inout("r9") ahead.as_ptr() => _,
+                        out("rcx") _,
+                        c = in(reg) c.as_mut_ptr(),
+                        early = in(reg) early,
+                        depth = in(reg) depth,
+                        bstep = in(reg) b_step * 4,
+                        fused = const $fused,
+                        clobber_abi("C"),
+                        options(nostack),
+                    )
+                }
+            };
+        }
+        match self.step {
+            Step::Fused => weigh!(1),
+            Step::Unfused => weigh!(0),
+        }
+        true
     }
 
     #[inline(always)]
@@ -2420,6 +2571,64 @@ mod tests {
             assert!(!wide.scores_1x32(&[1.0; 64], &keys, none, &mut out[..31]));
             assert!(out.iter().all(|&x| x == -7.0));
         }
+    }
+
+    #[test]
+    fn one_row_weighted_sum_adds_each_value_row_in_increasing_order() {
+        for step in [Step::Unfused, Step::Fused] {
+            let Some(wide) = Avx512Attend::detect(step) else {
+                return;
+            };
+            // 37 value rows of 80 (the 64 columns from 8 on), onto a row that starts
+            // nonzero, with a NaN, an infinity and signed zeros among the values, so that a
+            // lane out of place, a row out of order or a fused step shows in the bits.
+            let (depth, b_step) = (37, 80);
+            let a: Vec<f32> = (0..depth).map(|k| (k as f32 * 0.29).sin() * 2.0).collect();
+            let mut b: Vec<f32> = (0..depth * b_step)
+                .map(|i| (i as f32 * 0.37).cos() * (1 << (i % 7)) as f32)
+                .collect();
+            b[5 * b_step + 8 + 3] = f32::NAN;
+            b[17 * b_step + 8 + 40] = f32::INFINITY;
+            b[30 * b_step + 8 + 63] = -0.0;
+            let start: Vec<f32> = (0..65).map(|x| (x as f32 * 0.11).tan()).collect();
+            let later = vec![0.0f32; depth * b_step];
+            // Requests for every step, for the first few (a short `ahead`), and none.
+            for ahead in [&later[..], &later[..5 * b_step + 64], &[][..]] {
+                let mut got = start.clone();
+                assert!(wide.weigh_1x64_ahead(&a, &b[8..], b_step, depth, &mut got, ahead));
+                for x in 0..64 {
+                    let want = (0..depth).fold(start[x], |acc, k| {
+                        let (w, v) = (a[k], b[k * b_step + 8 + x]);
+                        match step {
+                            Step::Unfused => acc + w * v,
+                            Step::Fused => w.mul_add(v, acc),
+                        }
+                    });
+                    assert_eq!(got[x].to_bits(), want.to_bits(), "{step:?}, column {x}");
+                }
+                assert_eq!(got[64], start[64], "only 64 values are written");
+            }
+            // No step: the row is left as it was.
+            let mut got = start.clone();
+            assert!(wide.weigh_1x64_ahead(&a, &b, b_step, 0, &mut got, &later));
+            assert_eq!(got, start);
+        }
+    }
+
+    #[test]
+    fn one_row_weighted_sum_is_refused_for_short_slices() {
+        let Some(wide) = Avx512Attend::detect(Step::Unfused) else {
+            return;
+        };
+        let (a, b) = (vec![1.0f32; 4], vec![1.0f32; 3 * 80 + 64]);
+        let mut c = vec![-7.0f32; 64];
+        // Too few weights, a last value row short of 64, an output row short of 64, and a
+        // step that reaches past the values.
+        assert!(!wide.weigh_1x64_ahead(&a[..3], &b, 80, 4, &mut c, &[]));
+        assert!(!wide.weigh_1x64_ahead(&a, &b[..3 * 80 + 63], 80, 4, &mut c, &[]));
+        assert!(!wide.weigh_1x64_ahead(&a, &b, 80, 4, &mut c[..63], &[]));
+        assert!(!wide.weigh_1x64_ahead(&a, &b, usize::MAX / 2, 2, &mut c, &[]));
+        assert!(c.iter().all(|&x| x == -7.0));
     }
 
     #[test]
