@@ -58,7 +58,8 @@ pub(crate) fn skinny<S: Simd, M: MulAdd>(s: S, mode: M, p: &Skinny<'_>, out: &mu
 }
 
 /// Columns a pass over a `[k, n]` weight covers, into accumulators on the stack: each row of
-/// the weight is read `WIDE·4` bytes at a time, contiguous, so the prefetchers follow.
+/// the weight is read `WIDE·4` bytes at a time, contiguous, and the rows a few on are requested
+/// meanwhile (the hardware prefetchers follow no jump from row to row).
 const WIDE: usize = 512;
 /// The same for one row, whose accumulators are the output itself: a longer contiguous read
 /// per weight row (16 KiB), the accumulators still in L1.
@@ -129,16 +130,36 @@ fn in_out_pass<S: Simd, M: MulAdd, const R: usize>(
     for row in acc.iter_mut() {
         row.fill(0.0);
     }
+    // The weight row `ahead` rows on is asked for a line at a time while this one is read, at
+    // the same columns: at least `PREFETCH_AHEAD` values ahead in the stream the pass reads.
+    let ahead = PREFETCH_AHEAD.div_ceil(width.max(1)).max(1);
     for q in 0..p.k {
         let b = &p.b[q * p.n + j0..q * p.n + j0 + width];
         let av: [S::V; R] = core::array::from_fn(|r| s.splat(a[r][q]));
-        let mut c = 0;
-        while c < vectors {
+        let step = |c: usize, acc: &mut [&mut [f32]; R]| {
             let bv = s.load(&b[c..c + LANES]);
             for r in 0..R {
                 let slot = &mut acc[r][c..c + LANES];
                 s.store(mode.step(s, s.load(slot), av[r], bv), slot);
             }
+        };
+        let mut c = 0;
+        if let Some(later) =
+            p.b.get((q + ahead) * p.n + j0..(q + ahead) * p.n + j0 + width)
+        {
+            // A line (16 values, a whole number of vectors) per request.
+            while c + 16 <= vectors {
+                prefetch(&later[c..c + 16], 0, 16);
+                let mut v = c;
+                while v < c + 16 {
+                    step(v, acc);
+                    v += LANES;
+                }
+                c += 16;
+            }
+        }
+        while c < vectors {
+            step(c, acc);
             c += LANES;
         }
         for c in vectors..width {
