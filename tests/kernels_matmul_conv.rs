@@ -177,6 +177,34 @@ fn a_one_row_matmul_wider_than_one_pass_has_the_bits_of_its_narrow_pieces() {
     }
 }
 
+#[test]
+fn a_few_row_matmul_over_a_weight_above_16_mib_keeps_the_sequential_order() {
+    // 70 × 60 000 values (16.8 MB): the few-row path requests the weight rows ahead (a larger
+    // weight than the last-level cache is taken to be read from memory). The portable mode's
+    // every element is `((0 + a₀·b₀) + a₁·b₁) + …` in increasing inner index, whatever is
+    // requested; both modes give one answer under every schedule.
+    let (k, n) = (70, 60_000);
+    let b = uniform(&[k, n], 14);
+    for m in [1, 2] {
+        let a = uniform(&[m, k], 15);
+        let portable = matmul_with(&forking(), &a, &b, &Sequential).unwrap();
+        for (i, &got) in portable.data().iter().enumerate() {
+            let (r, c) = (i / n, i % n);
+            let want = (0..k).fold(0.0f32, |acc, p| {
+                acc + a.data()[r * k + p] * b.data()[p * n + c]
+            });
+            assert_eq!(got.to_bits(), want.to_bits(), "{m} rows, element {i}");
+        }
+        for config in precisions() {
+            let want = matmul_with(&config, &a, &b, &Sequential).unwrap();
+            for s in all_schedules() {
+                let got = matmul_with(&config, &a, &b, s.as_ref()).unwrap();
+                assert_eq!(got.to_bits(), want.to_bits(), "{} {m} rows", s.name());
+            }
+        }
+    }
+}
+
 /// A two-task schedule that records the `(n, grain)` of every region and runs it inline.
 #[derive(Default)]
 struct RecordsGrains(std::sync::Mutex<Vec<(usize, usize)>>);
