@@ -142,8 +142,8 @@ pub(crate) struct Head<'a> {
 /// The K and V bytes of a call up to which a lone decode row is taken to read them from
 /// cache (measured on a 32 MiB L3, when the wide kernel requested its keys a tile ahead into
 /// L2 and no values: at 16 MiB it read 1.5 times as fast as the 8-key loop, at 24 MiB as
-/// fast, at 64 MiB 5 to 13 % slower; with its requests close ahead into L1 it reads 54–55
-/// GiB/s at 16 MiB portable where it read 44).
+/// fast, at 64 MiB 5 to 13 % slower; with its requests close ahead into L1 and the values
+/// weighed 64 columns at a time it reads 48–49 GiB/s at 16 MiB portable where it read 44).
 pub(crate) const CACHED_KV_BYTES: u64 = 16 << 20;
 
 impl Head<'_> {
