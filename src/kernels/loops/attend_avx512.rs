@@ -1834,8 +1834,31 @@ impl Wide for Avx512Attend {
             _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
         }
         .min(depth);
-        // One body for both modes: `fused` (an assembler constant) picks each step's
-        // `vfmadd231ps` or its `vmulps` then `vaddps`.
+        // One step: a weight times the 64 values of its row, added to the four accumulators;
+        // `fused` (an assembler constant) picks `vfmadd231ps` or `vmulps` then `vaddps`, one
+        // body for both modes and both loops (with and without requests).
+        macro_rules! weigh_step {
+            () => {
+                concat!(
+                    "vbroadcastss zmm20, dword ptr [rsi]\n",
+                    ".if {fused}\n",
+                    "vfmadd231ps zmm0, zmm20, [rdx]\n",
+                    "vfmadd231ps zmm1, zmm20, [rdx + 64]\n",
+                    "vfmadd231ps zmm2, zmm20, [rdx + 128]\n",
+                    "vfmadd231ps zmm3, zmm20, [rdx + 192]\n",
+                    ".else\n",
+                    "vmulps zmm16, zmm20, [rdx]\n",
+                    "vaddps zmm0, zmm0, zmm16\n",
+                    "vmulps zmm17, zmm20, [rdx + 64]\n",
+                    "vaddps zmm1, zmm1, zmm17\n",
+                    "vmulps zmm18, zmm20, [rdx + 128]\n",
+                    "vaddps zmm2, zmm2, zmm18\n",
+                    "vmulps zmm19, zmm20, [rdx + 192]\n",
+                    "vaddps zmm3, zmm3, zmm19\n",
+                    ".endif",
+                )
+            };
+        }
         macro_rules! weigh {
             ($fused:literal) => {
                 // SAFETY: the token exists only where AVX-512F was detected. The assembly
@@ -1852,36 +1875,14 @@ impl Wide for Avx512Attend {
                         // later, while `ahead` lasts.
                         "mov rcx, {early}", "test rcx, rcx", "jz 7f",
                         "5:",
-                        "vbroadcastss zmm20, dword ptr [rsi]",
-                        ".if {fused}",
-                        "vfmadd231ps zmm0, zmm20, [rdx]",
-                        "vfmadd231ps zmm1, zmm20, [rdx + 64]",
-                        "vfmadd231ps zmm2, zmm20, [rdx + 128]",
-                        "vfmadd231ps zmm3, zmm20, [rdx + 192]",
-                        ".else",
-                        "vmulps zmm16, zmm20, [rdx]", "vaddps zmm0, zmm0, zmm16",
-                        "vmulps zmm17, zmm20, [rdx + 64]", "vaddps zmm1, zmm1, zmm17",
-                        "vmulps zmm18, zmm20, [rdx + 128]", "vaddps zmm2, zmm2, zmm18",
-                        "vmulps zmm19, zmm20, [rdx + 192]", "vaddps zmm3, zmm3, zmm19",
-                        ".endif",
+                        weigh_step!(),
                         "prefetcht0 [r9]", "prefetcht0 [r9 + 64]",
                         "prefetcht0 [r9 + 128]", "prefetcht0 [r9 + 192]",
                         "add rsi, 4", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
                         "7:",
                         "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
                         "6:",
-                        "vbroadcastss zmm20, dword ptr [rsi]",
-                        ".if {fused}",
-                        "vfmadd231ps zmm0, zmm20, [rdx]",
-                        "vfmadd231ps zmm1, zmm20, [rdx + 64]",
-                        "vfmadd231ps zmm2, zmm20, [rdx + 128]",
-                        "vfmadd231ps zmm3, zmm20, [rdx + 192]",
-                        ".else",
-                        "vmulps zmm16, zmm20, [rdx]", "vaddps zmm0, zmm0, zmm16",
-                        "vmulps zmm17, zmm20, [rdx + 64]", "vaddps zmm1, zmm1, zmm17",
-                        "vmulps zmm18, zmm20, [rdx + 128]", "vaddps zmm2, zmm2, zmm18",
-                        "vmulps zmm19, zmm20, [rdx + 192]", "vaddps zmm3, zmm3, zmm19",
-                        ".endif",
+                        weigh_step!(),
                         "add rsi, 4", "add rdx, {bstep}", "dec rcx", "jnz 6b",
                         "4:",
                         "vmovups [{c}], zmm0", "vmovups [{c} + 64], zmm1",
