@@ -147,5 +147,5 @@ unsafe fn stream_sum_avx2(xs: &[f32]) -> f32 {
     let mut out = [0.0f32; 8];
     // SAFETY: `out` holds 8 values.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
-    out.iter().sum()
+    out.iter().sum::<f32>() + xs.chunks_exact(32).remainder().iter().sum::<f32>()
 }
