@@ -932,6 +932,75 @@ fn a_decode_row_has_the_bits_of_that_row_inside_a_prefill_block() {
 }
 
 #[test]
+fn decode_steps_over_several_spans_of_key_tiles_have_the_bits_of_a_prefill_row() {
+    // A decode group scores a span of key tiles (up to 16 of 128 keys) before it weighs any of
+    // them, keeping each tile's weights and rescaling for its weighted sum. Over 4296 keys (two
+    // whole spans and a ragged one), with a mask that hides every key of the first span and
+    // some of the next (the running max stays -inf across a span boundary), each head's row
+    // must have the bits of the same row inside a five-row prefill block, which goes a tile at
+    // a time: lone rows, stacked heads below a block, a block, two blocks; and three causal
+    // rows (each sees one key more, in the last tile) against the last three of a causal
+    // block. In every variant and mode, at a head dim of whole 64-value rows and one that is
+    // not.
+    let variants = available_variants();
+    let sk = 2 * 16 * 128 + 200;
+    let mask = Tensor::from_fn(vec![1, 1, 1, sk], |j| match j {
+        0..2100 => f32::NEG_INFINITY,
+        j if j % 37 == 0 => f32::NEG_INFINITY,
+        j => (j % 11) as f32 * 0.25,
+    })
+    .unwrap();
+    let mask_rows = |n: usize| Tensor::new(vec![1, 1, n, sk], mask.data().repeat(n)).unwrap();
+    let (rows3, rows5) = (mask_rows(3), mask_rows(5));
+    for hd in [64, 72] {
+        let k = uniform(&[1, 1, sk, hd], 61);
+        let v = uniform(&[1, 1, sk, hd], 62);
+        let others = uniform(&[1, 1, 4, hd], 63);
+        for variant in &variants {
+            for precision in [Precision::Portable, Precision::Native] {
+                let config = KernelConfig::new(variant.clone()).with_precision(precision);
+                let run = |q: &Tensor, mask: &Tensor, causal: bool| {
+                    scaled_dot_product_attention_with(
+                        &config,
+                        q,
+                        &k,
+                        &v,
+                        Some(mask.view()),
+                        &opts(causal, None),
+                        &Sequential,
+                    )
+                    .unwrap()
+                    .to_bits()
+                };
+                let what = format!("{} {precision:?} hd={hd}", variant.name());
+                for heads in [1, 2, 3, 4, 8] {
+                    let q = uniform(&[1, heads, 1, hd], 64);
+                    let decode = run(&q, &mask, false);
+                    for h in 0..heads {
+                        let row = &q.data()[h * hd..(h + 1) * hd];
+                        let block = [row, others.data()].concat();
+                        let block = Tensor::new(vec![1, 1, 5, hd], block).unwrap();
+                        assert_eq!(
+                            decode[h * hd..(h + 1) * hd],
+                            run(&block, &rows5, false)[..hd],
+                            "{what} heads={heads} head {h}"
+                        );
+                    }
+                }
+                let q = uniform(&[1, 1, 3, hd], 65);
+                let block = [&others.data()[..2 * hd], q.data()].concat();
+                let block = Tensor::new(vec![1, 1, 5, hd], block).unwrap();
+                assert_eq!(
+                    run(&q, &rows3, true),
+                    run(&block, &rows5, true)[2 * hd..],
+                    "{what} three causal rows"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn a_grouped_decode_step_has_the_bits_of_one_head_at_a_time_under_every_schedule() {
     // One query row per head: the heads sharing a K/V head are computed together (in a
     // block of four and more, row by row below that; groups of 2, 3, 6 and 7 padded to whole
