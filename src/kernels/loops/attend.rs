@@ -313,7 +313,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             let mut t0 = 0;
             while t0 < seen {
                 let tiles = span.min((seen - t0).div_ceil(KEY_TILE));
-                let tile_scores = |s: usize| s * drows * KEY_TILE..(s + 1) * drows * KEY_TILE;
+                let tile_scores = |t: usize| t * drows * KEY_TILE..(t + 1) * drows * KEY_TILE;
                 for t in 0..tiles {
                     let at = t0 + t * KEY_TILE;
                     let n = KEY_TILE.min(seen - at);
