@@ -32,9 +32,9 @@
 //! from cache or in the native mode, 32 at a time on the wide kernel), weighs V rows in place
 //! ([`StreamWeigh`]; a lone row 64 columns at a time on the wide kernel), and requests K and V
 //! rows ahead of their use ([`AHEAD`], [`AHEAD_WIDE`], [`AHEAD_LONE`], [`AHEAD_LONE_WIDE`]), so
-//! that one core keeps enough memory reads in flight to stream them. Stacked rows on the wide
-//! kernels take each phase over a span of tiles ([`SPAN`]) before the next phase, in the same
-//! per-row order.
+//! that one core keeps enough memory reads in flight to stream them. A lone row, and stacked
+//! rows on the wide kernels, take each phase over a span of tiles ([`SPAN`]) before the next
+//! phase, in the same per-row order.
 
 #[path = "attend_avx512.rs"]
 pub(crate) mod wide;
@@ -108,16 +108,22 @@ const AHEAD_LONE: usize = 48;
 /// GiB/s, 24 keys 37–42, 32 and 40 keys 42–46, 64 keys 39–43, 128 keys 36–38 (native).
 const AHEAD_LONE_WIDE: usize = 32;
 
-/// Key tiles a decode group of stacked rows in whole blocks of [`ROWS`] on the wide kernels
-/// goes through per phase (every tile's scores, then every tile's softmax, then every tile's
-/// weighted sum; at most as many as the scratch holds scores for, [`GROUP`] rows' worth): so
-/// that K and V each stream through 16 tiles at a stretch, each phase requesting its own
-/// stream, instead of taking turns every tile. Measured on 32 query heads on 8 K/V heads (64
+/// Key tiles a decode group goes through per phase (every tile's scores, then every tile's
+/// softmax, then every tile's weighted sum; at most as many as the scratch holds scores for,
+/// [`GROUP`] rows' worth), where it is a lone row or stacked rows in whole blocks of [`ROWS`] on
+/// the wide kernels.
+///
+/// Stacked rows: K and V each stream through 16 tiles at a stretch, each phase requesting its
+/// own stream, instead of taking turns every tile. Measured on 32 query heads on 8 K/V heads (64
 /// MiB), the code before and after alternating twice: 33.9–34.7 → 44.2–44.5 GiB/s portable,
 /// 41.5–42.9 → 46.9 native; 24 on 8 (padded to four) 37.7–39.4 → 45.5–45.8 and 41.4–42.4 →
 /// 47.6–48.0; in cache (2 MiB) the same or faster. Spans of 8 and 2 tiles read less (32 on 8
-/// portable: 42.0–43.4 and 40.2–40.3 where 16 read 44.2). A lone row goes a tile at a time:
-/// spans of 2, 8, 16 and 64 tiles read no faster (native up to 7 % slower).
+/// portable: 42.0–43.4 and 40.2–40.3 where 16 read 44.2).
+///
+/// A lone row: its tiles' scores lie back to back, so it scores a whole span in one pass of its
+/// score loop rather than one per tile (a span taken a tile at a time read no faster). On 8
+/// heads × 1024 and × 4096 keys (4 and 16 MiB, in cache) that took 17–19 % less time; a
+/// span of 64 tiles measured the same as 16.
 const SPAN: usize = 16;
 
 const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
@@ -297,14 +303,15 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
         let seen = h.visible(g0 + rows - 1);
         if decode {
             // A decode step (or rows too few for a block) reads each tile's keys in place, so
-            // K is streamed once and never packed. Stacked rows in whole blocks on the wide
-            // kernels go a span of [`SPAN`] tiles at a time: every tile's scores, then every
-            // tile's softmax, then every tile's weighted sum (the scores of a span's tiles fill
-            // the scratch the group's other rows would use); any other group a tile at a time.
+            // K is streamed once and never packed. A lone row, and stacked rows in whole blocks
+            // on the wide kernels, go a span of [`SPAN`] tiles at a time: every tile's scores,
+            // then every tile's softmax, then every tile's weighted sum (the scores of a span's
+            // tiles fill the scratch the group's other rows would use); any other group a tile
+            // at a time.
             // Each row's arithmetic is the one of a tile at a time, in the same order: a tile's
             // scores do not depend on the softmax state, and a tile's weighted sum uses its own
             // tile's weights and rescaling, kept per tile.
-            let span = match wide_blocks && drows % ROWS == 0 {
+            let span = match drows == 1 || (wide_blocks && drows % ROWS == 0) {
                 true => (GROUP / drows).min(SPAN),
                 false => 1,
             };
@@ -314,6 +321,22 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             while t0 < seen {
                 let tiles = span.min((seen - t0).div_ceil(KEY_TILE));
                 let tile_scores = |t: usize| t * drows * KEY_TILE..(t + 1) * drows * KEY_TILE;
+                if drows == 1 {
+                    // A lone row's tiles' scores lie back to back (one row per tile): it scores
+                    // the whole span in one pass.
+                    let n = (tiles * KEY_TILE).min(seen - t0);
+                    state.counts[0] = h.visible(g0).saturating_sub(t0).min(n);
+                    s.outlined(RowScores {
+                        mode,
+                        wide,
+                        h: dh,
+                        g0: dg0,
+                        rows: drows,
+                        t0,
+                        counts: &state.counts,
+                        scores: &mut scores[..],
+                    });
+                }
                 for t in 0..tiles {
                     let at = t0 + t * KEY_TILE;
                     let n = KEY_TILE.min(seen - at);
@@ -322,6 +345,9 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
                         let c = h.visible(g0 + r.min(rows - 1)).saturating_sub(at).min(n);
                         state.counts[r] = c;
                         tile_counts[t * drows + r] = c;
+                    }
+                    if drows == 1 {
+                        continue; // scored above
                     }
                     s.outlined(RowScores {
                         mode,
@@ -664,6 +690,12 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for RowScores<'_, '_, M, W> {
         let mut r0 = 0;
         while r0 < rows {
             let block = ROWS.min(rows - r0);
+            // A lone row's scores may run on over several tiles, back to back (a span, see
+            // [`attend_head`]); other rows' hold a tile each.
+            let end = match rows {
+                1 => scores.len(),
+                _ => (r0 + block) * KEY_TILE,
+            };
             // The rows of a block share each transposed chunk of keys; a pair of rows or a lone
             // row also takes two chunks at a time, chains enough to hide their additions'
             // latency (three rows: measured, two chunks gained nothing).
@@ -674,7 +706,7 @@ impl<S: Simd, M: MulAdd, W: Wide> Phase<S> for RowScores<'_, '_, M, W> {
                 r0,
                 t0,
                 counts: &counts[r0..r0 + block],
-                scores: &mut scores[r0 * KEY_TILE..(r0 + block) * KEY_TILE],
+                scores: &mut scores[r0 * KEY_TILE..end],
                 ahead: r0 == 0,
             };
             match block {
