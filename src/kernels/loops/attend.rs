@@ -729,7 +729,8 @@ struct RowTile<'a, 'h, W> {
     g0: usize,
     r0: usize,
     t0: usize,
-    /// The block's rows' visible keys in this tile, nondecreasing.
+    /// The block's rows' visible keys in this tile (a lone row's: in its span, see
+    /// [`RowScores`]), nondecreasing.
     counts: &'a [usize],
     /// The block's rows of scores, [`KEY_TILE`] apart.
     scores: &'a mut [f32],
