@@ -323,43 +323,43 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
             while t0 < seen {
                 let tiles = span.min((seen - t0).div_ceil(KEY_TILE));
                 let tile_scores = |t: usize| t * drows * KEY_TILE..(t + 1) * drows * KEY_TILE;
-                if drows == 1 {
-                    // A lone row's tiles' scores lie back to back (one row per tile): it scores
-                    // the whole span in one pass.
-                    let n = (tiles * KEY_TILE).min(seen - t0);
-                    state.counts[0] = h.visible(g0).saturating_sub(t0).min(n);
-                    s.outlined(RowScores {
-                        mode,
-                        wide,
-                        h: dh,
-                        g0: dg0,
-                        rows: drows,
-                        t0,
-                        counts: &state.counts,
-                        scores: &mut scores[..],
-                    });
-                }
                 for t in 0..tiles {
                     let at = t0 + t * KEY_TILE;
                     let n = KEY_TILE.min(seen - at);
                     // Padding rows see what the last real row sees.
                     for r in 0..drows {
                         let c = h.visible(g0 + r.min(rows - 1)).saturating_sub(at).min(n);
-                        state.counts[r] = c;
                         tile_counts[t * drows + r] = c;
                     }
-                    if drows == 1 {
-                        continue; // scored above
-                    }
+                }
+                // A lone row's tiles' scores lie back to back (one row per tile): it scores the
+                // whole span in one pass, over all its tiles' keys. Other groups score tile by
+                // tile.
+                let passes = match drows {
+                    1 => 1,
+                    _ => tiles,
+                };
+                for t in 0..passes {
+                    let scores = match drows {
+                        1 => {
+                            state.counts[0] = tile_counts[..tiles].iter().sum();
+                            &mut scores[..]
+                        }
+                        _ => {
+                            let counts = &tile_counts[t * drows..(t + 1) * drows];
+                            state.counts[..drows].copy_from_slice(counts);
+                            &mut scores[tile_scores(t)]
+                        }
+                    };
                     s.outlined(RowScores {
                         mode,
                         wide,
                         h: dh,
                         g0: dg0,
                         rows: drows,
-                        t0: at,
+                        t0: t0 + t * KEY_TILE,
                         counts: &state.counts,
-                        scores: &mut scores[tile_scores(t)],
+                        scores,
                     });
                 }
                 for t in 0..tiles {
