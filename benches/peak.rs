@@ -24,7 +24,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skainet_schedule::Tensor;
 
 #[cfg(target_arch = "x86_64")]
-use common::stream_sum;
+use common::{stream_sum, stream_sum_two_cores};
 
 /// Steps per call: each is 12 accumulators × 8 lanes of multiply-adds (AVX2), or 24 × 16
 /// (AVX-512, as the packed product's micro-kernel runs them).
@@ -200,17 +200,6 @@ const STREAM_BYTES: usize = 128 << 20;
 /// measured against a stream of its own size.
 const LARGE_STREAM_BYTES: usize = 256 << 20;
 
-/// The sum of `xs` by two cores at once, each streaming its half.
-#[cfg(target_arch = "x86_64")]
-fn two_cores(xs: &[f32]) -> f32 {
-    let (front, back) = xs.split_at(xs.len() / 2);
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| stream_sum(back));
-        let mine = stream_sum(front);
-        mine + other.join().unwrap_or(0.0)
-    })
-}
-
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("peak/one_core");
     group
@@ -281,9 +270,9 @@ fn bench(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(2))
             .throughput(Throughput::Bytes(STREAM_BYTES as u64));
-        group.bench_function("sum", |b| b.iter(|| two_cores(&xs)));
+        group.bench_function("sum", |b| b.iter(|| stream_sum_two_cores(&[&xs])));
         group.throughput(Throughput::Bytes(LARGE_STREAM_BYTES as u64));
-        group.bench_function("sum_256MiB", |b| b.iter(|| two_cores(&large)));
+        group.bench_function("sum_256MiB", |b| b.iter(|| stream_sum_two_cores(&[&large])));
         group.finish();
     }
 }

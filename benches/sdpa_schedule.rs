@@ -10,8 +10,9 @@
 //! work threshold counts them), so its throughput over `peak/one_core/{mul_add,fma}` is the share
 //! of one core's peak; `sdpa_decode/sq1_hd64_sk{Sk}/{portable,native}` counts the bytes of K and V
 //! (64 MiB and more, above the last-level cache), read against `peak/read_bandwidth_one_core`:
-//! its `sum` (128 MiB) for `sk16384` (64 MiB), its `sum_256MiB` for `sk65536` (256 MiB: each
-//! size has a stream of its own size, since the 32 MiB L3 serves part of a smaller one);
+//! its `sum` (128 MiB) for `sk16384` (64 MiB) and `sk32768` (128 MiB, the size of `sum`
+//! itself), its `sum_256MiB` for `sk65536` (256 MiB: each size has a stream of its own size,
+//! since the 32 MiB L3 serves part of a smaller one);
 //! `sdpa_decode_gqa/sq1_hd64_h32_kv8_sk16384/{portable,native}` the same with four query heads
 //! per K/V head (`..._sk512`: 2 MiB, in cache, the arithmetic's ceiling), and `…_h24_kv8_…`
 //! with three. Each decode group also holds `stream`, a plain sum over the same K and V buffers
@@ -19,7 +20,10 @@
 //! in. `sdpa_decode_huge/…` and
 //! `sdpa_decode_gqa_huge/…` are the same steps with K and V in memory advised for transparent
 //! huge pages (as `KvCache::with_huge_pages` allocates), read against `peak`'s `…_huge` streams.
-//! Both run under `Sequential`, one core. `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
+//! Both run under `Sequential`, one core; with `parallel`, each decode group also holds
+//! `{portable,native}_hardware`, the same step under `hardware()` (two tasks here), beside
+//! `stream_two_cores`, two cores streaming half of each of the same buffers at once (read
+//! against `peak/read_bandwidth_two_cores` as well). `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
 //! (mode `portable` or `native`, schedule `sequential` or `hardware`) is the grid's prefill
 //! half in both modes, to hold against another library (XLA).
 
@@ -233,8 +237,9 @@ fn stream_sum(t: &Tensor) -> f32 {
 }
 
 /// One decode group `name`: a step (Sq = 1) of `heads` query heads over `kv_heads` K/V heads
-/// of `sk` keys under `Sequential`, in bytes of K and V per second (each read once at best),
-/// next to `stream`, a plain read of the same K and V in the same run.
+/// of `sk` keys under `Sequential` (and `hardware()`, with `parallel`), in bytes of K and V per
+/// second (each read once at best), next to `stream`, a plain read of the same K and V in the
+/// same run (and `stream_two_cores`, two cores reading them at once).
 fn decode_group(
     c: &mut Criterion,
     name: String,
@@ -254,30 +259,51 @@ fn decode_group(
     };
     let k = kv(vec![1, kv_heads, sk, HD], 2);
     let v = kv(vec![1, kv_heads, sk, HD], 3);
+    let bytes = 2 * kv_heads * sk * HD * 4;
     let mut group = c.benchmark_group(name);
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2))
-        .throughput(Throughput::Bytes((2 * kv_heads * sk * HD * 4) as u64));
+        .throughput(Throughput::Bytes(bytes as u64));
     group.bench_function("stream", |bench| {
         bench.iter(|| stream_sum(black_box(&k)) + stream_sum(black_box(&v)))
     });
-    for (name, config) in &modes() {
-        group.bench_function(*name, |bench| {
-            bench.iter(|| {
-                scaled_dot_product_attention_with(
-                    config,
-                    black_box(&q),
-                    black_box(&k),
-                    black_box(&v),
-                    None,
-                    &options,
-                    &Sequential,
-                )
-                .expect("valid shapes")
-            })
-        });
+    // `hardware()` (feature `parallel`), and beside it, over K and V from memory, two cores'
+    // stream over the same buffers, each core streaming half of each (in cache a scoped
+    // thread's start would outweigh the few microseconds of the stream).
+    let schedules: Vec<_> = schedules()
+        .into_iter()
+        .filter(|(name, _)| matches!(*name, "sequential" | "hardware"))
+        .collect();
+    if schedules.len() > 1 && bytes >= 64 << 20 {
+        let (k, v) = (k.data(), v.data());
+        let two = |bench: &mut criterion::Bencher| {
+            bench.iter(|| common::stream_sum_two_cores(&[black_box(k), black_box(v)]))
+        };
+        group.bench_function("stream_two_cores", two);
+    }
+    for (on_name, on) in &schedules {
+        for (mode, config) in &modes() {
+            let name = match *on_name {
+                "sequential" => mode.to_string(),
+                _ => format!("{mode}_{on_name}"),
+            };
+            group.bench_function(name, |bench| {
+                bench.iter(|| {
+                    scaled_dot_product_attention_with(
+                        config,
+                        black_box(&q),
+                        black_box(&k),
+                        black_box(&v),
+                        None,
+                        &options,
+                        on.as_ref(),
+                    )
+                    .expect("valid shapes")
+                })
+            });
+        }
     }
     group.finish();
 }
@@ -300,11 +326,11 @@ impl Pages {
     }
 }
 
-/// A decode step over 8 heads of K and V larger than the last-level cache (64 and 256 MiB),
+/// A decode step over 8 heads of K and V larger than the last-level cache (64, 128 and 256 MiB),
 /// against one core's read bandwidth, in both kinds of pages.
 fn bench_decode(c: &mut Criterion) {
     for pages in [Pages::Small, Pages::Huge] {
-        for sk in [16_384usize, 65_536] {
+        for sk in [16_384usize, 32_768, 65_536] {
             let name = format!("sdpa_decode{}/sq1_hd64_sk{sk}", pages.suffix());
             decode_group(c, name, 8, 8, sk, pages);
         }

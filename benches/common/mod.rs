@@ -67,6 +67,29 @@ pub fn stream_sum(xs: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + xs.chunks_exact(16).remainder().iter().sum::<f32>()
 }
 
+/// The sum of every slice of `parts` by two cores at once, each streaming its half of each
+/// (the front halves here, the back halves on a scoped thread started per call: a few tens of
+/// microseconds against milliseconds of streaming): two cores' read bandwidth, the reference
+/// for the two-task one-row products and decode steps.
+#[allow(dead_code)] // only the memory-bound benches (peak, sdpa_schedule) stream
+pub fn stream_sum_two_cores(parts: &[&[f32]]) -> f32 {
+    let halves = |back: bool| {
+        parts.iter().map(move |part| {
+            let (front, rest) = part.split_at(part.len() / 2);
+            if back {
+                rest
+            } else {
+                front
+            }
+        })
+    };
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| halves(true).map(stream_sum).sum::<f32>());
+        let mine = halves(false).map(stream_sum).sum::<f32>();
+        mine + other.join().unwrap_or(0.0)
+    })
+}
+
 /// The sum of `xs`: the values before its first 64-byte line and after its last whole
 /// 256-byte block one by one, the lines between in 512-bit loads into four accumulators,
 /// four lines per step (inline assembly: AVX-512's intrinsics are newer than the crate's
