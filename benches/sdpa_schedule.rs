@@ -23,7 +23,8 @@
 //! Both run under `Sequential`, one core; with `parallel`, each decode group also holds
 //! `{portable,native}_hardware`, the same step under `hardware()` (two tasks here), beside
 //! `stream_two_cores`, two cores streaming half of each of the same buffers at once (read
-//! against `peak/read_bandwidth_two_cores` as well). `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
+//! against `peak/read_bandwidth_two_cores` as well).
+//! `sdpa_modes/h{heads}_sk{Sk}_sq64/{mode}_{schedule}`
 //! (mode `portable` or `native`, schedule `sequential` or `hardware`) is the grid's prefill
 //! half in both modes, to hold against another library (XLA).
 

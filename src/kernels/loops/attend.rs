@@ -81,8 +81,8 @@ const AHEAD_WIDE: usize = KEY_TILE / 2;
 
 /// How far ahead a decode group of fewer than [`ROWS`] rows over K and V in memory (not
 /// [`Head::cached`]), or a lone row on the 8-lane loop anywhere ([`Head::requests_close`]),
-/// requests keys (from its score loop) and values (from its weighted sum,
-/// eight keys at a time for all its rows), each at the pace it reads them: 48 keys, 12 KiB of
+/// requests keys (from its score loop) and values (from its weighted sum, eight keys at a time
+/// for all its rows), each at the pace it reads them: 48 keys, 12 KiB of
 /// each at head_dim 64, into L1. Its score loop reads eight key rows at once, a line of each,
 /// an order the hardware prefetchers follow less well than a row-major stream (a loop reading
 /// K in that order with as much arithmetic per line reads a quarter less than one reading
@@ -178,8 +178,8 @@ impl Head<'_> {
     /// from cache, 8 heads × 4096 keys (16 MiB), requesting them from the weighted sum instead
     /// took 341–397 → 332–342 µs portable and 390–415 → 359–369 µs native (two runs, each
     /// alternating twice), 8 × 1024 keys 81–84 → 83–86 µs and 92–96 → 92–93 µs; the wide
-    /// kernels' lone rows, which request their own streams, the same. Both phases ask this one question, so exactly one of them
-    /// requests each stream.
+    /// kernels' lone rows, which request their own streams, the same. Both phases ask this one
+    /// question, so exactly one of them requests each stream.
     #[inline(always)]
     fn requests_close(&self, rows: usize) -> bool {
         rows == 1 || (rows < ROWS && !self.cached)
