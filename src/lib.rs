@@ -88,6 +88,7 @@ pub mod graph;
 mod kernels;
 mod kv_cache;
 mod pages;
+pub mod quant;
 mod registry;
 mod schedule;
 pub mod shape;
