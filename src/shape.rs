@@ -17,10 +17,7 @@ use alloc::vec::Vec;
 
 use crate::shape_error::ShapeError;
 
-/// The most `f32` values one tensor may hold: the most whose bytes fit one allocation
-/// (`isize::MAX` bytes). A shape above it is a [`ShapeError::TooLarge`] before anything is
-/// allocated; one below it may still fail to allocate, which is reported, never an abort.
-pub const MAX_ELEMENTS: usize = isize::MAX as usize / core::mem::size_of::<f32>();
+pub use crate::shape_error::MAX_ELEMENTS;
 
 /// The number of elements of `shape`, or `None` when it is above [`MAX_ELEMENTS`] (or the
 /// product overflows).

@@ -4,7 +4,10 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::shape::MAX_ELEMENTS;
+/// The most `f32` values one tensor may hold: the most whose bytes fit one allocation
+/// (`isize::MAX` bytes). A shape above it is a [`ShapeError::TooLarge`] before anything is
+/// allocated; one below it may still fail to allocate, which is reported, never an abort.
+pub const MAX_ELEMENTS: usize = isize::MAX as usize / core::mem::size_of::<f32>();
 
 /// Why an op's operands do not fit together. Every variant carries the shapes involved, and
 /// its message starts with the op's name (`sdpa`, `matmul`, `conv2d`, ...).

@@ -6,8 +6,9 @@ use core::ops::Range;
 
 use super::config::KernelConfig;
 use super::error::{scratch, ReusedScratch};
-use super::loops::gemm::{pack_len, GemmTile, Source, Strided, MAX_MR, MAX_NR};
+use super::loops::gemm::{pack_len, GemmTile, Source, Strided};
 use super::loops::matvec::{Layout, Skinny};
+use super::loops::panel::{MAX_MR, MAX_NR};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::schedule::Schedule;

@@ -1,7 +1,7 @@
 //! A convolution as a packed product, without an im2col copy: the packing of
 //! [`gemm`](super::gemm) reads the `[taps, pixels]` operand straight from the input.
 
-use super::gemm::MAX_NR;
+use super::panel::MAX_NR;
 
 /// One batch's input seen as the `[C·kH·kW, OH·OW]` matrix of a convolution: element
 /// `(tap, pixel)` is the input value under that tap at that output pixel, or `0` in the padding.

@@ -12,6 +12,7 @@
 use core::ops::Range;
 
 use super::conv::Im2col;
+use super::panel::{MAX_MR, MAX_NR};
 use super::simd::{MulAdd, Simd, LANES};
 
 /// A micro-kernel: `MR × NR` accumulators, one per output element, run over a packed
@@ -29,10 +30,7 @@ pub(crate) trait MicroKernel: Copy {
     fn run(self, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize);
 }
 
-/// The largest `MR`, `NR` and `KC` of any micro-kernel: what packing buffers and the
-/// partial-tile copy are sized for, and what tiles are aligned to.
-pub(crate) const MAX_MR: usize = 12;
-pub(crate) const MAX_NR: usize = 32;
+/// The largest `KC` of any micro-kernel: the depth packing buffers are sized for.
 const MAX_KC: usize = 256;
 
 /// A read-only matrix with element `(i, j)` at `data[i·row_stride + j·col_stride]`.

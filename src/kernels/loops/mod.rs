@@ -26,5 +26,6 @@ pub(crate) mod gemm_avx512;
 pub(crate) mod lanes;
 pub(crate) mod matvec;
 pub(crate) mod norm;
+pub(crate) mod panel;
 pub(crate) mod rope;
 pub(crate) mod simd;
