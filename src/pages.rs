@@ -6,7 +6,7 @@
 //! at it. A kernel that keeps arithmetic in flight beside its reads (attention over a large
 //! cache) loses more to that than a plain stream does: on this project's machine a decode
 //! step over 256 MiB of K and V read 1 to 21 % faster from 2 MiB pages than from 4 KiB ones,
-//! depending on the host's moment (features.md, "Huge pages").
+//! depending on the host's moment (docs/design/memory.md).
 //!
 //! Linux backs anonymous memory with 2 MiB pages where a process asks for them
 //! (`madvise(MADV_HUGEPAGE)`, the `madvise` mode of `/sys/kernel/mm/transparent_hugepage`,
