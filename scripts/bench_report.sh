@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Regenerates docs/performance.md: runs the criterion benches, the examples that measure the
+# pool, and the peers that can run here (OpenBLAS through numpy, XLA through jax, candle), then
+# writes one page whose every table is headed by the machine, the date and the command.
+#
+#   scripts/bench_report.sh            the whole report into docs/performance.md (about 25 min
+#                                      on two cores, the peers' first install included)
+#   scripts/bench_report.sh --quick    a few benches, no peers, a page in target/bench-report/:
+#                                      what CI runs so that the report cannot rot
+#   --out FILE                         write the page elsewhere
+#   --no-peers                         leave out numpy, jax and candle
+#
+# The peers live outside the repository, in $SKAINET_PEERS_DIR (default
+# ~/.cache/skainet-peers): a Python venv with numpy, threadpoolctl and jax, and a scratch crate
+# that depends on candle-core. None of them is a dependency of the crate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+quick=0
+peers=1
+out=docs/performance.md
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; peers=0; out=target/bench-report/performance.md ;;
+    --no-peers) peers=0 ;;
+    --out) out=$2; shift ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "bench_report: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+work=$root/target/bench-report
+rm -rf "$work/criterion" "$work/criterion_end" "$work/results"
+mkdir -p "$work/criterion" "$work/criterion_end" "$work/results" "$(dirname "$out")"
+# Criterion writes where CRITERION_HOME says: a fresh folder, so that no stale estimate from an
+# earlier run reaches the page.
+export CRITERION_HOME=$work/criterion
+export CARGO_TERM_COLOR=never
+log() { echo "bench_report: $*" >&2; }
+started=$(date +%s)
+
+python3 scripts/bench_report.py machine > "$work/results/machine.json"
+cat /proc/loadavg > "$work/results/load_start.txt" 2>/dev/null || echo "?" > "$work/results/load_start.txt"
+
+bench() { # bench NAME ARGS...: criterion arguments, the last one its one filter (a regex): one criterion bench, with the features every bench builds with
+  local name=$1
+  shift
+  log "cargo bench --bench $name -- $*"
+  cargo bench --quiet --features parallel,rayon --bench "$name" -- "$@" \
+    > "$work/results/bench_$name.log" 2>&1 || {
+    tail -20 "$work/results/bench_$name.log" >&2
+    log "cargo bench --bench $name failed"
+    exit 1
+  }
+}
+
+if [ "$quick" = 1 ]; then
+  bench peak --quick 'peak/one_core'
+  bench sdpa_schedule --quick '^sdpa/h8_sk128_sq(1|64)/'
+  bench matmul --quick '^matmul/64x64x64/'
+  bench region_overhead --quick '^empty/'
+else
+  bench peak
+  bench sdpa_schedule '^sdpa(/|_peak/|_modes/|_decode/|_decode_gqa/)'
+  bench matmul
+  bench conv2d
+  bench cold_pool
+  bench region_overhead
+  # The peaks again at the end: the host's bandwidth moves within minutes, and the page states
+  # both runs so that a reader sees how much.
+  CRITERION_HOME=$work/criterion_end bench peak
+  log "cargo run --release --example idle_cpu"
+  cargo run --quiet --release --features parallel --example idle_cpu > "$work/results/idle_cpu.txt"
+  log "cargo run --release --example decode -- --repeat 3 --json"
+  cargo run --quiet --release --features parallel,rayon --example decode -- --repeat 3 --json \
+    > "$work/results/decode.txt"
+fi
+
+if [ "$peers" = 1 ]; then
+  peers_dir=${SKAINET_PEERS_DIR:-$HOME/.cache/skainet-peers}
+  mkdir -p "$peers_dir"
+  if [ ! -x "$peers_dir/venv/bin/python" ] || ! "$peers_dir/venv/bin/python" -c 'import numpy, threadpoolctl, jax' 2>/dev/null; then
+    log "installing numpy, threadpoolctl and jax into $peers_dir/venv (once)"
+    python3 -m venv "$peers_dir/venv"
+    "$peers_dir/venv/bin/pip" install --quiet --disable-pip-version-check numpy threadpoolctl jax
+  fi
+  # This machine sets OPENBLAS_CORETYPE for old OpenBLAS builds; a current numpy runs its own
+  # fastest kernels without it, so the peer runs with it unset (the crate's runs never read it).
+  log "OpenBLAS through numpy"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$peers_dir/venv/bin/python" scripts/bench_report.py \
+    peer-openblas > "$work/results/peer_openblas.json"
+  for t in 1 2; do
+    log "XLA through jax, $t thread(s)"
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$peers_dir/venv/bin/python" scripts/bench_report.py \
+      peer-xla "$t" > "$work/results/peer_xla_$t.json"
+  done
+  log "candle (a scratch crate in $peers_dir/candle)"
+  python3 scripts/bench_report.py candle-crate "$peers_dir/candle"
+  (cd "$peers_dir/candle" && cargo build --quiet --release)
+  for t in 1 2; do
+    log "candle, $t thread(s)"
+    RAYON_NUM_THREADS=$t "$peers_dir/candle/target/release/candle-attention-peer" \
+      > "$work/results/peer_candle_$t.json"
+  done
+fi
+
+cat /proc/loadavg > "$work/results/load_end.txt" 2>/dev/null || echo "?" > "$work/results/load_end.txt"
+elapsed=$(($(date +%s) - started))
+command="scripts/bench_report.sh"
+[ "$quick" = 1 ] && command="scripts/bench_report.sh --quick"
+[ "$quick" = 0 ] && [ "$peers" = 0 ] && command="scripts/bench_report.sh --no-peers"
+python3 scripts/bench_report.py render "$work" "$command" "$elapsed" > "$out.tmp"
+mv "$out.tmp" "$out"
+log "wrote $out in ${elapsed} s"
