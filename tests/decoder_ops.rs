@@ -7,9 +7,9 @@ mod common;
 
 use common::{all_schedules, uniform};
 use skainet_schedule::{
-    add_broadcast_with, cpu_kernels, embedding_with, rms_norm, rms_norm_with, rope, rope_with,
-    silu_mul, silu_mul_with, KernelConfig, KernelError, KernelProvider, Schedule, Sequential,
-    ShapeError, Tensor, TensorView,
+    add_broadcast_with, cpu_kernels, embedding_with, rms_norm, rms_norm_with, rope,
+    rope_interleaved, rope_interleaved_with, rope_with, silu_mul, silu_mul_with, KernelConfig,
+    KernelError, KernelProvider, Schedule, Sequential, ShapeError, Tensor, TensorView,
 };
 
 /// Every available compiled variant, each forced to open a region on any size.
@@ -217,6 +217,58 @@ fn rope_reads_a_permuted_projection_without_a_copy() {
     let want = rope(&x.to_tensor().unwrap(), 4, 500.0, &Sequential).unwrap();
     let got = rope(&x, 4, 500.0, &Sequential).unwrap();
     assert_eq!(got.to_bits(), want.to_bits());
+}
+
+/// `x` with each row's adjacent pairs `(2j, 2j + 1)` moved to `(j, j + hd/2)` (`back` undoes it).
+fn deinterleave(x: &Tensor, back: bool) -> Tensor {
+    let hd = *x.shape().last().unwrap();
+    let half = hd / 2;
+    let mut out = x.data().to_vec();
+    for (o, row) in out.chunks_mut(hd).zip(x.data().chunks(hd)) {
+        for j in 0..half {
+            if back {
+                (o[2 * j], o[2 * j + 1]) = (row[j], row[j + half]);
+            } else {
+                (o[j], o[j + half]) = (row[2 * j], row[2 * j + 1]);
+            }
+        }
+    }
+    Tensor::new(x.shape().to_vec(), out).unwrap()
+}
+
+#[test]
+fn rope_interleaved_is_rope_on_the_pairs_moved_to_halves_bit_for_bit() {
+    // The same angles and the same two operations per value: only the pairing differs.
+    for (s, hd, offset) in [(1, 64, 0), (7, 64, 4000), (3, 2, 1)] {
+        let x = uniform(&[1, 3, s, hd], 11);
+        let got = rope_interleaved(&x, offset, 100_000.0, &Sequential).unwrap();
+        let halves = rope(&deinterleave(&x, false), offset, 100_000.0, &Sequential).unwrap();
+        assert_eq!(
+            got.to_bits(),
+            deinterleave(&halves, true).to_bits(),
+            "s {s}, hd {hd}"
+        );
+    }
+}
+
+#[test]
+fn rope_interleaved_is_bit_identical_under_every_schedule_and_variant() {
+    let x = uniform(&[2, 3, 17, 64], 12);
+    let want = rope_interleaved(&x, 5, 100_000.0, &Sequential).unwrap();
+    assert_parity(&want, |c, sch| {
+        rope_interleaved_with(c, &x, 5, 100_000.0, sch).unwrap()
+    });
+}
+
+#[test]
+fn rope_interleaved_rejects_an_odd_head_dim_as_rope_does() {
+    let err = rope_interleaved(&uniform(&[1, 2, 3, 5], 1), 0, 10_000.0, &Sequential).unwrap_err();
+    assert_eq!(
+        shape_err(err),
+        ShapeError::RopeOddHeadDim {
+            x: vec![1, 2, 3, 5]
+        }
+    );
 }
 
 #[test]

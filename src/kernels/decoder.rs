@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use super::config::KernelConfig;
 use super::loops::gate::silu_mul_row;
 use super::loops::norm::rms_norm_row;
-use super::loops::rope::{angle_table, rope_row};
+use super::loops::rope::{angle_table, rope_interleaved_row, rope_row};
 use super::parallel::{parallel_chunks, Work};
 use super::KernelError;
 use crate::schedule::Schedule;
@@ -144,7 +144,8 @@ pub fn rms_norm_with<'a>(
 /// Rotary position embedding of `x` `[b, heads, s, hd]` whose position `i` sits at
 /// `offset + i` (the decode step's offset is the number of cached positions): each pair
 /// `(x[j], x[j + hd/2])` is rotated by `(offset + i) · theta^(-2j/hd)` (rotate-half, the Llama
-/// convention; `theta` is 10000 in Llama 2 and SmolLM2). Output `[b, heads, s, hd]`, compact.
+/// convention; `theta` is 10000 in Llama 2, 100000 in SmolLM2). Output `[b, heads, s, hd]`,
+/// compact. A model read from GGUF rotates adjacent pairs instead: [`rope_interleaved`].
 ///
 /// The angles are computed once per call in f64 and rounded to f32, so the rotation stays
 /// accurate at positions in the thousands. Rows are the units of `schedule`; the result is
@@ -189,8 +190,20 @@ pub fn rope_with<'a>(
     theta: f32,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
+    rotate(config, x.into(), offset, theta, schedule, rope_row)
+}
+
+/// The rotation of [`rope`] and [`rope_interleaved`]: the angle table once, then `row` on
+/// every row with its position's angles.
+fn rotate(
+    config: &KernelConfig,
+    x: TensorView<'_>,
+    offset: usize,
+    theta: f32,
+    schedule: &dyn Schedule,
+    row: fn(&[f32], &[[f32; 2]], &mut [f32]),
+) -> Result<Tensor, KernelError> {
     const OP: &str = "rope";
-    let x = x.into();
     let [_, _, s, hd] = shape::rope(x.shape(), offset)?;
     let x = Rows::new(OP, "x", x)?;
     let table = angle_table(offset, s, hd, theta).ok_or(KernelError::Scratch {
@@ -201,10 +214,61 @@ pub fn rope_with<'a>(
     let half = hd / 2;
     for_rows(OP, config, schedule, &mut out, hd, &|r, o| {
         let i = r % s;
-        rope_row(x.get(r)?, &table[i * half..(i + 1) * half], o);
+        row(x.get(r)?, &table[i * half..(i + 1) * half], o);
         Ok(())
     })?;
     Ok(out)
+}
+
+/// [`rope`] over adjacent pairs: each pair `(x[2j], x[2j + 1])` is rotated by
+/// `(offset + i) · theta^(-2j/hd)`. This is the layout GGUF files store Llama's Q and K
+/// projections in (llama.cpp's "normal" rope mode; the converter permutes the rows so that
+/// rotate-half becomes adjacent pairs), so a model read from GGUF rotates with it. Same angles,
+/// shapes, schedule promise and errors as [`rope`].
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::{rope_interleaved, Sequential, Tensor};
+/// let x = Tensor::new(vec![1, 1, 2, 2], vec![1.0, 0.0, 1.0, 0.0]).unwrap();
+/// let out = rope_interleaved(&x, 0, 100_000.0, &Sequential).unwrap();
+/// // One pair per row: position 0 is not rotated, position 1 by 1 radian.
+/// assert_eq!(&out.data()[..2], [1.0, 0.0]);
+/// assert_eq!(out.data()[2..], [1.0f64.cos() as f32, 1.0f64.sin() as f32]);
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// As [`rope`].
+pub fn rope_interleaved<'a>(
+    x: impl Into<TensorView<'a>>,
+    offset: usize,
+    theta: f32,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    rope_interleaved_with(&KernelConfig::selected(), x, offset, theta, schedule)
+}
+
+/// [`rope_interleaved`] with a given [`KernelConfig`] (its work threshold).
+///
+/// # Errors
+///
+/// As [`rope`].
+pub fn rope_interleaved_with<'a>(
+    config: &KernelConfig,
+    x: impl Into<TensorView<'a>>,
+    offset: usize,
+    theta: f32,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    rotate(
+        config,
+        x.into(),
+        offset,
+        theta,
+        schedule,
+        rope_interleaved_row,
+    )
 }
 
 /// The gate of a SiLU-gated MLP: `silu(gate) ⊙ up` element by element, with

@@ -40,7 +40,8 @@ pub use config::{KernelConfig, Precision};
 pub use conv::{conv2d, conv2d_with, Conv2dOptions, CONV2D_PARALLEL_MIN_WORK};
 pub use decoder::{
     add_broadcast, add_broadcast_with, embedding, embedding_with, rms_norm, rms_norm_with, rope,
-    rope_with, silu_mul, silu_mul_with, DECODER_PARALLEL_MIN_WORK,
+    rope_interleaved, rope_interleaved_with, rope_with, silu_mul, silu_mul_with,
+    DECODER_PARALLEL_MIN_WORK,
 };
 pub use error::KernelError;
 pub use loops::exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};

@@ -41,3 +41,14 @@ pub(crate) fn rope_row(x: &[f32], cs: &[[f32; 2]], out: &mut [f32]) {
         o2[j] = x2[j] * c + x1[j] * s;
     }
 }
+
+/// Rotates the adjacent pairs `(x[2j], x[2j+1])` of one row by the angles of `cs` (the
+/// interleaved layout, llama.cpp's "normal" mode, in which GGUF stores Llama's Q and K rows):
+/// `out[2j] = x[2j]·cos - x[2j+1]·sin`, `out[2j+1] = x[2j+1]·cos + x[2j]·sin`.
+#[inline(always)]
+pub(crate) fn rope_interleaved_row(x: &[f32], cs: &[[f32; 2]], out: &mut [f32]) {
+    for ((o, x), &[c, s]) in out.chunks_exact_mut(2).zip(x.chunks_exact(2)).zip(cs) {
+        o[0] = x[0] * c - x[1] * s;
+        o[1] = x[1] * c + x[0] * s;
+    }
+}
