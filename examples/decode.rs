@@ -217,7 +217,7 @@ fn run(args: &Args) -> Result<bool, KernelError> {
                 prompt.len()
             );
             let mut progress = |done: usize| {
-                if done % 8 == 0 {
+                if done.is_multiple_of(8) {
                     eprintln!("  {label}: {done}/{} tokens", args.new_tokens);
                 }
             };

@@ -434,7 +434,7 @@ fn split(p: &Tiled<'_>, tasks: usize) -> Split {
     }
     let extra = (tasks - 1) as u64;
     let (m, n, k, batches) = (p.m as u64, p.n as u64, p.k as u64, p.batches as u64);
-    let by_rows = if p.batches % tasks == 0 {
+    let by_rows = if p.batches.is_multiple_of(tasks) {
         0
     } else {
         extra.saturating_mul(k).saturating_mul(n)

@@ -78,7 +78,7 @@ fn scaled(scale: f32) -> SdpaOptions {
 /// `[rows, cols]` of zeros with `-inf` at every `every`-th position (offset by `phase`).
 fn sparse_mask(rows: usize, cols: usize, every: usize, phase: usize) -> Tensor {
     Tensor::from_fn(vec![rows, cols], |i| {
-        if (i + phase) % every == 0 {
+        if (i + phase).is_multiple_of(every) {
             f32::NEG_INFINITY
         } else {
             0.0

@@ -146,7 +146,7 @@ impl GgmlType {
     /// Bytes of a row of `len` values, or `None` when `len` is not a whole number of blocks or
     /// the size overflows `usize`.
     pub const fn row_bytes(self, len: usize) -> Option<usize> {
-        if len % self.block_len() != 0 {
+        if !len.is_multiple_of(self.block_len()) {
             return None;
         }
         (len / self.block_len()).checked_mul(self.block_bytes())

@@ -129,7 +129,7 @@ impl<'a, T> DisjointSlice<'a, T> {
         if unit_len == 0 {
             return Err(DisjointError::ZeroUnitLen);
         }
-        if buf.len() % unit_len != 0 {
+        if !buf.len().is_multiple_of(unit_len) {
             return Err(DisjointError::RaggedLength {
                 len: buf.len(),
                 unit_len,

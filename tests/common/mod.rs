@@ -191,7 +191,7 @@ pub fn uniform(shape: &[usize], seed: u32) -> Tensor {
 pub fn sparse_mask(shape: &[usize], seed: u32, period: usize) -> Tensor {
     let noise = uniform(shape, seed);
     Tensor::from_fn(shape.to_vec(), |i| {
-        if (i * 7 + seed as usize) % period == 0 {
+        if (i * 7 + seed as usize).is_multiple_of(period) {
             f32::NEG_INFINITY
         } else {
             noise.data()[i]

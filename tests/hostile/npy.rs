@@ -8,7 +8,7 @@ use skainet_schedule::{Tensor, TensorError};
 fn file(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
     let preamble = if major == 1 { 10 } else { 12 };
     let mut text = header.as_bytes().to_vec();
-    while (preamble + text.len() + 1) % 64 != 0 {
+    while !(preamble + text.len() + 1).is_multiple_of(64) {
         text.push(b' ');
     }
     text.push(b'\n');

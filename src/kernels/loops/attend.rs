@@ -129,7 +129,7 @@ const AHEAD_LONE_WIDE: usize = 32;
 /// of 64 tiles measured the same as 16.
 const SPAN: usize = 16;
 
-const _: () = assert!(KEY_TILE % LANES == 0 && GROUP % ROWS == 0);
+const _: () = assert!(KEY_TILE.is_multiple_of(LANES) && GROUP.is_multiple_of(ROWS));
 
 /// One (batch, head) unit's operands, already resolved from the tensors (GQA by index).
 #[derive(Clone, Copy)]
@@ -275,7 +275,7 @@ pub(crate) fn attend_head<S: Simd, M: MulAdd, W: Wide>(
         // cache: 23–24 → 48–56 GiB/s of K and V; two: 34 → 50–57). Only the real rows go
         // through the softmax (a padding row's scores stay raw and its output is never read),
         // and each row's bits are its own.
-        let wide_blocks = h.decode && wide.blocks_of_four() && hd % 64 == 0;
+        let wide_blocks = h.decode && wide.blocks_of_four() && hd.is_multiple_of(64);
         let all = match rows % ROWS {
             2 | 3 if wide_blocks => rows.next_multiple_of(ROWS),
             _ => rows,
@@ -663,7 +663,7 @@ fn scores_in_place<W: Wide>(
 /// whose rows see the same keys, in whole 64-value rows.
 #[inline(always)]
 fn values_by_weigh(hd: usize, counts: &[usize]) -> bool {
-    counts.len() == ROWS && hd % 64 == 0 && counts.iter().all(|&c| c == counts[0])
+    counts.len() == ROWS && hd.is_multiple_of(64) && counts.iter().all(|&c| c == counts[0])
 }
 
 /// The raw dot products of each of a decode group's rows with the tile's keys it sees,

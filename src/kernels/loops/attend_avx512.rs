@@ -507,7 +507,7 @@ impl Wide for Avx512Attend {
         kt_stride: usize,
     ) -> usize {
         let done = n - n % 16;
-        if done == 0 || hd == 0 || hd % 16 != 0 {
+        if done == 0 || hd == 0 || !hd.is_multiple_of(16) {
             return 0;
         }
         let fits = done.checked_mul(hd).is_some_and(|len| len <= keys.len())
@@ -1006,7 +1006,7 @@ impl Wide for Avx512Attend {
     fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool {
         let hd = q.len();
         let fits = hd > 0
-            && hd % 16 == 0
+            && hd.is_multiple_of(16)
             && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
             && out.len() >= 32
             // Byte strides (16 rows of keys) fit an address register.
@@ -1322,7 +1322,7 @@ impl Wide for Avx512Attend {
         out_row: usize,
     ) -> bool {
         let fits = hd > 0
-            && hd % 16 == 0
+            && hd.is_multiple_of(16)
             && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
             && hd.checked_mul(4).is_some_and(|n| n <= q.len())
             && reach(1, 0, out_row, 32).is_some_and(|n| n <= out.len())
