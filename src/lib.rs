@@ -55,6 +55,7 @@
 //! | `rayon`    | `RayonSchedule` over a rayon pool |
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
 //! | `tracing`  | `TracingSink`: trace events as `tracing` events (target `skainet_schedule`) |
+//! | `model`    | [`model`]: the byte-level BPE tokenizer of a GGUF vocabulary |
 //!
 //! See `features.md` in the repository for targets and dependencies.
 //!
@@ -87,6 +88,8 @@ mod context;
 pub mod graph;
 mod kernels;
 mod kv_cache;
+#[cfg(feature = "model")]
+pub mod model;
 mod pages;
 pub mod quant;
 mod registry;
