@@ -1,7 +1,19 @@
 //! The tokenizer of the model lane: a toy vocabulary built here (merge order, special tokens,
-//! decoding, every error), and the real SmolLM2 vocabulary read from the model file, whose ids
-//! must equal llama.cpp's (`tests/fixtures/tokenize_expected.json`).
+//! decoding, every error), the same read from a GGUF file written here, and the real SmolLM2
+//! vocabulary read from the model file, whose ids must equal llama.cpp's
+//! (`tests/fixtures/tokenize_expected.json`, with the command that produced them).
+//!
+//! The model file is `$SKAINET_MODEL`, else `models/SmolLM2-135M-Instruct.Q4_1.gguf` at the
+//! repository root. Without it the `smollm2_` tests FAIL, saying to run
+//! `scripts/fetch_model.sh`; they never pass silently. To leave them out on purpose:
+//! `cargo test --features model --test tokenizer -- --skip smollm2`.
 
+#[path = "common/gguf.rs"]
+mod gguf_writer;
+#[path = "common/json.rs"]
+mod json;
+
+use skainet_schedule::gguf::Gguf;
 use skainet_schedule::model::{TokenKind, Tokenizer, TokenizerError, TokenizerParts};
 
 mod toy {
@@ -580,5 +592,229 @@ mod errors {
             .to_string(),
             "cannot allocate 7 elements for token ids"
         );
+    }
+}
+
+mod from_gguf {
+    use super::gguf_writer::{GgufWriter, Val, I32, STRING};
+    use super::*;
+
+    /// The toy vocabulary as a GGUF file's `tokenizer.ggml.*` metadata.
+    fn toy_file(skip: &str) -> GgufWriter {
+        let parts = toy::parts("smollm");
+        let strings = |items: &[String]| {
+            Val::Array(STRING, items.iter().map(|s| Val::Str(s.clone())).collect())
+        };
+        let mut w = GgufWriter::new(3);
+        for (key, value) in [
+            ("tokenizer.ggml.model", Val::Str("gpt2".into())),
+            ("tokenizer.ggml.pre", Val::Str("smollm".into())),
+            ("tokenizer.ggml.tokens", strings(&parts.tokens)),
+            (
+                "tokenizer.ggml.token_type",
+                Val::Array(I32, parts.token_types.iter().map(|&t| Val::I32(t)).collect()),
+            ),
+            ("tokenizer.ggml.merges", strings(&parts.merges)),
+            ("tokenizer.ggml.bos_token_id", Val::U32(271)),
+            ("tokenizer.ggml.eos_token_id", Val::U32(272)),
+            ("tokenizer.ggml.add_bos_token", Val::Bool(true)),
+        ] {
+            if key != skip {
+                w = w.kv(key, value);
+            }
+        }
+        w
+    }
+
+    #[test]
+    fn a_gguf_files_tokenizer_metadata_builds_the_tokenizer() {
+        let bytes = toy_file("").to_bytes();
+        let t = Tokenizer::from_gguf(&Gguf::parse(&bytes).unwrap()).unwrap();
+        assert_eq!(t.vocab_len(), 279);
+        assert_eq!((t.bos(), t.eos(), t.add_bos(), t.add_eos()), (Some(271), Some(272), true, false));
+        assert_eq!(t.pre_tokenizer(), "smollm");
+        assert_eq!(t.encode("hello", false).unwrap(), [271, 259]);
+    }
+
+    #[test]
+    fn the_optional_keys_may_be_absent() {
+        let w = toy_file("tokenizer.ggml.add_bos_token");
+        let parts = TokenizerParts::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap();
+        assert!(!parts.add_bos);
+        let w = toy_file("tokenizer.ggml.token_type");
+        let parts = TokenizerParts::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap();
+        assert!(parts.token_types.is_empty());
+        assert_eq!((parts.bos, parts.tokens.len(), parts.merges.len()), (Some(271), 279, 15));
+    }
+
+    #[test]
+    fn a_missing_required_key_is_named() {
+        let w = toy_file("tokenizer.ggml.merges");
+        let e = Tokenizer::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap_err();
+        assert_eq!(
+            e,
+            TokenizerError::Metadata {
+                key: "tokenizer.ggml.merges",
+                message: "metadata key \"tokenizer.ggml.merges\" is missing".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_key_of_another_type_is_named_with_both_types() {
+        let w = toy_file("tokenizer.ggml.bos_token_id")
+            .kv("tokenizer.ggml.bos_token_id", Val::I32(1));
+        let e = Tokenizer::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "metadata key \"tokenizer.ggml.bos_token_id\": expected u32, found i32"
+        );
+    }
+
+    #[test]
+    fn no_pre_tokenizer_is_llama_cpps_default_which_is_refused() {
+        let w = toy_file("tokenizer.ggml.pre");
+        let e = Tokenizer::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap_err();
+        assert_eq!(e, TokenizerError::UnsupportedPreTokenizer { pre: "default".into() });
+    }
+}
+
+mod smollm2 {
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    use skainet_schedule::gguf::GgufFile;
+
+    use super::json::Json;
+    use super::*;
+
+    fn model_path() -> PathBuf {
+        match std::env::var_os("SKAINET_MODEL") {
+            Some(path) => PathBuf::from(path),
+            None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("models")
+                .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        }
+    }
+
+    /// SmolLM2's tokenizer, read once from the model file for every test of this binary.
+    fn tokenizer() -> &'static Tokenizer {
+        static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
+        TOKENIZER.get_or_init(|| {
+            let path = model_path();
+            if !path.is_file() {
+                panic!(
+                    "the smollm2 tests need the model file {}: run scripts/fetch_model.sh (it \
+                     downloads and verifies it, and prints its path), or set SKAINET_MODEL to \
+                     the file\n(to leave these tests out on purpose, run `cargo test --features \
+                     model --test tokenizer -- --skip smollm2`)",
+                    path.display()
+                );
+            }
+            let file = GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+            Tokenizer::from_gguf(file.gguf()).unwrap_or_else(|e| panic!("{e}"))
+        })
+    }
+
+    struct Case {
+        text: String,
+        ids: Vec<u32>,
+    }
+
+    /// The cases of `tests/fixtures/tokenize_expected.json` and whether its command parsed
+    /// special tokens.
+    fn fixture() -> (Vec<Case>, bool) {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenize_expected.json");
+        let doc = Json::parse(&std::fs::read_to_string(path).unwrap());
+        let command = doc.get("command").and_then(Json::as_str).expect("the fixture's command");
+        let parse_special = command.contains("--parse-special");
+        let cases = doc
+            .get("cases")
+            .and_then(Json::as_array)
+            .expect("the fixture's cases")
+            .iter()
+            .map(|case| Case {
+                text: case.get("text").and_then(Json::as_str).unwrap().to_string(),
+                ids: case
+                    .get("ids")
+                    .and_then(Json::as_array)
+                    .unwrap()
+                    .iter()
+                    .map(|id| id.as_u32().unwrap())
+                    .collect(),
+            })
+            .collect();
+        (cases, parse_special)
+    }
+
+    #[test]
+    fn smollm2_vocabulary_reads_from_the_model_file() {
+        let t = tokenizer();
+        assert_eq!(t.vocab_len(), 49152);
+        assert_eq!((t.bos(), t.eos(), t.add_bos(), t.add_eos()), (Some(1), Some(2), false, false));
+        assert_eq!(t.pre_tokenizer(), "smollm");
+        assert_eq!(t.token_id("<|im_start|>"), Some(1));
+        assert_eq!(t.token_id("<|im_end|>"), Some(2));
+        assert_eq!(t.token_kind(16), Some(TokenKind::Control)); // <empty_output>
+        assert_eq!(t.token_kind(17), Some(TokenKind::Normal));
+        assert_eq!(t.token_text(30), Some("."));
+    }
+
+    #[test]
+    fn smollm2_ids_equal_llama_cpps_for_every_case() {
+        let t = tokenizer();
+        let (cases, parse_special) = fixture();
+        assert!(cases.len() >= 20, "the fixture has {} cases", cases.len());
+        let mut wrong = Vec::new();
+        for case in &cases {
+            let ids = t.encode(&case.text, parse_special).unwrap();
+            if ids != case.ids {
+                wrong.push(format!("{:?}: llama.cpp {:?}, here {:?}", case.text, case.ids, ids));
+            }
+        }
+        assert!(wrong.is_empty(), "{} of {} cases differ:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
+    }
+
+    #[test]
+    fn smollm2_decode_of_encode_is_the_text_for_every_case() {
+        let t = tokenizer();
+        let (cases, parse_special) = fixture();
+        for case in &cases {
+            let ids = t.encode(&case.text, parse_special).unwrap();
+            assert_eq!(t.decode(&ids, true).unwrap(), case.text);
+            // The same text one id at a time.
+            let mut decoder = t.decoder(true);
+            let mut streamed = String::new();
+            for &id in &ids {
+                streamed.push_str(decoder.push(id).unwrap());
+            }
+            streamed.push_str(decoder.finish());
+            assert_eq!(streamed, case.text);
+        }
+    }
+
+    #[test]
+    fn smollm2_streaming_holds_back_an_emoji_split_across_tokens() {
+        let t = tokenizer();
+        let ids = t.encode("Hi 🤗!", false).unwrap();
+        let pieces: Vec<&[u8]> = ids.iter().map(|&id| t.token_to_piece(id, false).unwrap()).collect();
+        // The emoji's four bytes are not one token.
+        assert!(pieces.iter().all(|p| !p.ends_with("🤗".as_bytes())), "{pieces:?}");
+        let mut decoder = t.decoder(false);
+        let out: Vec<String> = ids.iter().map(|&id| decoder.push(id).unwrap().to_string()).collect();
+        assert_eq!(out.concat(), "Hi 🤗!");
+        assert!(out.iter().any(String::is_empty), "{out:?}: a part of the emoji was held back");
+        assert!(out.iter().any(|s| s.contains('🤗')));
+        assert_eq!(decoder.finish(), "");
+    }
+
+    #[test]
+    fn smollm2_a_chat_turn_encodes_to_its_control_tokens() {
+        let t = tokenizer();
+        let ids = t.encode("<|im_start|>user\nHi<|im_end|>\n", true).unwrap();
+        assert_eq!(ids.first(), Some(&1));
+        assert_eq!(ids.iter().filter(|&&id| id == 2).count(), 1);
+        assert_eq!(t.decode(&ids, false).unwrap(), "user\nHi\n");
+        assert_eq!(t.decode(&ids, true).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
     }
 }

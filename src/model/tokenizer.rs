@@ -44,6 +44,7 @@ use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
+use crate::gguf::{Gguf, GgufError};
 use bpe::{Bpe, Merge, Merges};
 use pre::PreTokenizer;
 
@@ -166,6 +167,77 @@ impl TokenizerParts {
             add_bos: false,
             add_eos: false,
         }
+    }
+}
+
+impl TokenizerParts {
+    /// Reads the `tokenizer.ggml.*` values of a GGUF file: `model`, `tokens` and `merges` are
+    /// required; `pre` (absent: llama.cpp's `default`, which this crate does not implement),
+    /// `token_type`, `bos_token_id`, `eos_token_id`, `add_bos_token` and `add_eos_token` are
+    /// optional.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenizerError::Metadata`] naming a required key that is missing, or a key whose
+    /// value has another type (`tokenizer.ggml.token_type` must be an array of `i32`, the ids
+    /// `u32`, the flags `bool`).
+    pub fn from_gguf(gguf: &Gguf<'_>) -> Result<TokenizerParts, TokenizerError> {
+        let metadata = |key: &'static str| {
+            move |e: GgufError| TokenizerError::Metadata {
+                key,
+                message: e.to_string(),
+            }
+        };
+        let present = |key: &str| gguf.get(key).is_some();
+        let strings = |key: &'static str| -> Result<Vec<String>, TokenizerError> {
+            let items = gguf.get_strings(key).map_err(metadata(key))?;
+            let mut out = Vec::new();
+            reserve(&mut out, items.len(), key)?;
+            out.extend(items.map(String::from));
+            Ok(out)
+        };
+        let optional_id = |key: &'static str| -> Result<Option<u32>, TokenizerError> {
+            match present(key) {
+                true => gguf.get_u32(key).map(Some).map_err(metadata(key)),
+                false => Ok(None),
+            }
+        };
+        let flag = |key: &'static str| -> Result<bool, TokenizerError> {
+            match present(key) {
+                true => gguf.get_bool(key).map_err(metadata(key)),
+                false => Ok(false),
+            }
+        };
+
+        const MODEL: &str = "tokenizer.ggml.model";
+        const PRE: &str = "tokenizer.ggml.pre";
+        const TYPES: &str = "tokenizer.ggml.token_type";
+        let model = gguf.get_str(MODEL).map_err(metadata(MODEL))?.into();
+        let pre = match present(PRE) {
+            true => gguf.get_str(PRE).map_err(metadata(PRE))?.into(),
+            false => "default".into(),
+        };
+        let token_types = match present(TYPES) {
+            true => {
+                let types = gguf.get_scalars::<i32>(TYPES).map_err(metadata(TYPES))?;
+                let mut out = Vec::new();
+                reserve(&mut out, types.len(), TYPES)?;
+                out.extend(types);
+                out
+            }
+            false => Vec::new(),
+        };
+        Ok(TokenizerParts {
+            model,
+            pre,
+            tokens: strings("tokenizer.ggml.tokens")?,
+            token_types,
+            merges: strings("tokenizer.ggml.merges")?,
+            bos: optional_id("tokenizer.ggml.bos_token_id")?,
+            eos: optional_id("tokenizer.ggml.eos_token_id")?,
+            add_bos: flag("tokenizer.ggml.add_bos_token")?,
+            add_eos: flag("tokenizer.ggml.add_eos_token")?,
+        })
     }
 }
 
@@ -396,6 +468,28 @@ impl Tokenizer {
             add_bos,
             add_eos,
         })
+    }
+
+    /// The tokenizer of a GGUF file's vocabulary: [`TokenizerParts::from_gguf`], then
+    /// [`Tokenizer::from_parts`].
+    ///
+    /// ```no_run
+    /// use skainet_schedule::gguf::GgufFile;
+    /// use skainet_schedule::model::Tokenizer;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let file = GgufFile::open("models/SmolLM2-135M-Instruct.Q4_1.gguf")?;
+    /// let tokenizer = Tokenizer::from_gguf(file.gguf())?;
+    /// assert_eq!(tokenizer.encode("<|im_start|>", true)?, [1]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Those of [`TokenizerParts::from_gguf`] and [`Tokenizer::from_parts`].
+    pub fn from_gguf(gguf: &Gguf<'_>) -> Result<Tokenizer, TokenizerError> {
+        Tokenizer::from_parts(TokenizerParts::from_gguf(gguf)?)
     }
 
     /// Encodes `text` into token ids, with BOS first if the vocabulary asks

@@ -9,6 +9,13 @@ use core::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TokenizerError {
+    /// A `tokenizer.ggml.*` value of a GGUF file is missing or of another type.
+    Metadata {
+        /// The key.
+        key: &'static str,
+        /// The GGUF reader's message, which names the key and the types.
+        message: String,
+    },
     /// `tokenizer.ggml.model` is not `gpt2`, the only model kind this tokenizer implements.
     UnsupportedModel {
         /// The model kind the file names.
@@ -119,6 +126,7 @@ pub enum TokenizerError {
 impl fmt::Display for TokenizerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            TokenizerError::Metadata { message, .. } => f.write_str(message),
             TokenizerError::UnsupportedModel { model } => write!(
                 f,
                 "tokenizer.ggml.model = {model:?}: only \"gpt2\" (byte-level BPE) is supported"
