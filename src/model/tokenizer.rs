@@ -1,34 +1,6 @@
 //! [`Tokenizer`]: byte-level BPE (GPT-2 style) from a GGUF file's `tokenizer.ggml.*` data, with
-//! the ids llama.cpp's tokenizer gives on the same file.
-//!
-//! Encoding, as llama.cpp does it for `tokenizer.ggml.model` = `gpt2`:
-//!
-//! 1. **Special tokens.** Every occurrence of a control, unknown or user-defined token's text
-//!    becomes that token, longest texts first; control and unknown tokens only when the caller
-//!    asks (`parse_special`), user-defined ones always.
-//! 2. **Pre-tokenizer.** The text between them is cut into words by the expressions
-//!    `tokenizer.ggml.pre` names (for `smollm`: each digit alone, then GPT-2's pattern).
-//! 3. **Bytes.** Each byte of a word is the token of its character in GPT-2's byte alphabet.
-//!    A byte whose character is no token is dropped, as llama.cpp drops it (SmolLM2's
-//!    vocabulary lacks 21: the control characters U+0004, U+0006, U+0013, U+0014, U+0016 and
-//!    U+001D, the lead bytes 0xF1 and 0xF2 of planes 4 to 11, and 13 bytes UTF-8 never has).
-//! 4. **Merges.** Adjacent tokens merge by `tokenizer.ggml.merges`, lowest index first and,
-//!    between equal ones, leftmost first, until no pair of the word has a merge.
-//!
-//! A BOS token goes first when the file asks (`tokenizer.ggml.add_bos_token`; SmolLM2 says
-//! false), an EOS last when `add_eos_token` does.
-//!
-//! Decoding maps each token back to bytes (a normal token through the byte alphabet, a
-//! control token to its text when asked, else to nothing) and the bytes to UTF-8 text, with
-//! U+FFFD for each invalid sequence, where it occurs. [`TokenDecoder`] does the same one id at
-//! a time and holds back a character split across tokens.
-//!
-//! Not reproduced from llama.cpp: its overrides by model name (the `lstrip`/`rstrip` flags it
-//! gives some models' special tokens, the types it forces on tokens by their text) and the
-//! space clean-up of its `detokenize`; decoding here is the pieces concatenated, which is what
-//! llama.cpp's `token_to_piece` streams. Where llama.cpp keeps going on a broken vocabulary (a
-//! merge whose sides or result are no token, a normal token outside the byte alphabet), this tokenizer refuses it
-//! with an error that names the field and the value.
+//! the ids llama.cpp's tokenizer gives on the same file. The steps are in its rustdoc; the
+//! pre-tokenizer, the merge loop, the byte alphabet and the streaming decoder have a file each.
 
 mod bpe;
 mod byte_alphabet;
@@ -174,7 +146,8 @@ impl TokenizerParts {
     /// Reads the `tokenizer.ggml.*` values of a GGUF file: `model`, `tokens` and `merges` are
     /// required; `pre` (absent: llama.cpp's `default`, which this crate does not implement),
     /// `token_type`, `bos_token_id`, `eos_token_id`, `add_bos_token` and `add_eos_token` are
-    /// optional.
+    /// optional. An absent id is `None` (where llama.cpp would fall back to token 11 for a
+    /// `gpt2` vocabulary), an absent flag false.
     ///
     /// # Errors
     ///
@@ -242,7 +215,36 @@ impl TokenizerParts {
 }
 
 /// A byte-level BPE tokenizer: text to token ids and back, as llama.cpp does it for the same
-/// vocabulary (see the [module](self) for the steps).
+/// vocabulary.
+///
+/// Encoding, as llama.cpp does it for `tokenizer.ggml.model` = `gpt2`:
+///
+/// 1. **Special tokens.** Every occurrence of a control, unknown or user-defined token's text
+///    becomes that token, longest texts first; control and unknown tokens only when the caller
+///    asks (`parse_special`), user-defined ones always.
+/// 2. **Pre-tokenizer.** The text between them is cut into words by the expressions
+///    `tokenizer.ggml.pre` names (for `smollm`: each digit alone, then GPT-2's pattern).
+/// 3. **Bytes.** Each byte of a word is the token of its character in GPT-2's byte alphabet.
+///    A byte whose character is no token is dropped, as llama.cpp drops it (SmolLM2's
+///    vocabulary lacks 21: the control characters U+0004, U+0006, U+0013, U+0014, U+0016 and
+///    U+001D, the lead bytes 0xF1 and 0xF2 of planes 4 to 11, and 13 bytes UTF-8 never has).
+/// 4. **Merges.** Adjacent tokens merge by `tokenizer.ggml.merges`, lowest index first and,
+///    between equal ones, leftmost first, until no pair of the word has a merge.
+///
+/// A BOS token goes first when the file asks (`tokenizer.ggml.add_bos_token`; SmolLM2 says
+/// false), an EOS last when `add_eos_token` does.
+///
+/// Decoding maps each token back to bytes (a normal token through the byte alphabet, a
+/// control token to its text when asked, else to nothing) and the bytes to UTF-8 text, with
+/// U+FFFD for each invalid sequence, where it occurs. [`TokenDecoder`] does the same one id at
+/// a time and holds back a character split across tokens.
+///
+/// Not reproduced from llama.cpp: its overrides by model name (the `lstrip`/`rstrip` flags it
+/// gives some models' special tokens, the types it forces on tokens by their text) and the
+/// space clean-up of its `detokenize`; decoding here is the pieces concatenated, which is what
+/// llama.cpp's `token_to_piece` streams. Where llama.cpp keeps going on a broken vocabulary (a
+/// merge whose sides or result are no token, a normal token outside the byte alphabet), this
+/// tokenizer refuses it with an error that names the field and the value.
 ///
 /// ```
 /// use skainet_schedule::model::{Tokenizer, TokenizerParts};

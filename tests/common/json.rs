@@ -17,7 +17,10 @@ pub enum Json {
 impl Json {
     /// Parses a whole document.
     pub fn parse(text: &str) -> Json {
-        let mut p = Parser { s: text.as_bytes(), at: 0 };
+        let mut p = Parser {
+            s: text.as_bytes(),
+            at: 0,
+        };
         let value = p.value();
         p.ws();
         assert_eq!(p.at, p.s.len(), "json: trailing bytes at offset {}", p.at);
@@ -78,7 +81,13 @@ impl Parser<'_> {
 
     fn eat(&mut self, b: u8) {
         self.ws();
-        assert_eq!(self.s.get(self.at), Some(&b), "json: expected {:?} at offset {}", b as char, self.at);
+        assert_eq!(
+            self.s.get(self.at),
+            Some(&b),
+            "json: expected {:?} at offset {}",
+            b as char,
+            self.at
+        );
         self.at += 1;
     }
 
@@ -136,17 +145,27 @@ impl Parser<'_> {
             Some(b'n') => self.word("null", Json::Null),
             _ => {
                 let start = self.at;
-                while matches!(self.s.get(self.at), Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+                while matches!(
+                    self.s.get(self.at),
+                    Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                ) {
                     self.at += 1;
                 }
                 let text = std::str::from_utf8(&self.s[start..self.at]).unwrap();
-                Json::Number(text.parse().unwrap_or_else(|_| panic!("json: bad number at offset {start}")))
+                Json::Number(
+                    text.parse()
+                        .unwrap_or_else(|_| panic!("json: bad number at offset {start}")),
+                )
             }
         }
     }
 
     fn word(&mut self, word: &str, value: Json) -> Json {
-        assert!(self.s[self.at..].starts_with(word.as_bytes()), "json: bad literal at offset {}", self.at);
+        assert!(
+            self.s[self.at..].starts_with(word.as_bytes()),
+            "json: bad literal at offset {}",
+            self.at
+        );
         self.at += word.len();
         value
     }
@@ -154,11 +173,17 @@ impl Parser<'_> {
     fn hex4(&mut self) -> u32 {
         let text = std::str::from_utf8(&self.s[self.at..self.at + 4]).unwrap();
         self.at += 4;
-        u32::from_str_radix(text, 16).unwrap_or_else(|_| panic!("json: bad \\u escape before offset {}", self.at))
+        u32::from_str_radix(text, 16)
+            .unwrap_or_else(|_| panic!("json: bad \\u escape before offset {}", self.at))
     }
 
     fn string(&mut self) -> String {
-        assert_eq!(self.s.get(self.at), Some(&b'"'), "json: expected a string at offset {}", self.at);
+        assert_eq!(
+            self.s.get(self.at),
+            Some(&b'"'),
+            "json: expected a string at offset {}",
+            self.at
+        );
         self.at += 1;
         let mut out = Vec::new();
         loop {
@@ -181,7 +206,11 @@ impl Parser<'_> {
                         b'u' => {
                             let hi = self.hex4();
                             let cp = if (0xD800..0xDC00).contains(&hi) {
-                                assert_eq!(&self.s[self.at..self.at + 2], b"\\u", "json: lone surrogate");
+                                assert_eq!(
+                                    &self.s[self.at..self.at + 2],
+                                    b"\\u",
+                                    "json: lone surrogate"
+                                );
                                 self.at += 2;
                                 let lo = self.hex4();
                                 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
