@@ -49,12 +49,13 @@
 //!
 //! | feature    | adds |
 //! |------------|------|
-//! | (none)     | the `no_std` + `alloc` core: [`Sequential`], hints, tracing, registries, kernels, the compile lane |
+//! | (none)     | the `no_std` + `alloc` core: [`Sequential`], hints, tracing, registries, kernels, the compile lane, the GGUF reader ([`gguf`]) |
 //! | `std`      | (default) std locks and wall-clock durations in trace events |
 //! | `parallel` | the threaded schedule: `hardware()`, `dedicated(p)` |
 //! | `rayon`    | `RayonSchedule` over a rayon pool |
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
 //! | `tracing`  | `TracingSink`: trace events as `tracing` events (target `skainet_schedule`) |
+//! | `model`    | `gguf::GgufFile`: a GGUF model file mapped read-only and parsed in place; `model::Tokenizer`: the byte-level BPE tokenizer of its vocabulary |
 //!
 //! See `features.md` in the repository for targets and dependencies.
 //!
@@ -84,9 +85,12 @@
 extern crate alloc;
 
 mod context;
+pub mod gguf;
 pub mod graph;
 mod kernels;
 mod kv_cache;
+#[cfg(feature = "model")]
+pub mod model;
 mod pages;
 pub mod quant;
 mod registry;
