@@ -36,32 +36,45 @@ pub fn decode_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), Qua
             got: bytes.len(),
         });
     }
-    match ty {
-        GgmlType::F32 => {
-            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-                *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            }
-        }
-        GgmlType::F16 => {
-            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
-            }
-        }
-        GgmlType::BF16 => {
-            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                *o = bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
-            }
-        }
-        GgmlType::Q8_0 => decode_blocks::<BlockQ8_0>(bytes, out),
-        GgmlType::Q4_0 => decode_blocks::<BlockQ4_0>(bytes, out),
-        GgmlType::Q4_1 => decode_blocks::<BlockQ4_1>(bytes, out),
-        GgmlType::Q5_0 => decode_blocks::<BlockQ5_0>(bytes, out),
-        GgmlType::Q5_1 => decode_blocks::<BlockQ5_1>(bytes, out),
-        GgmlType::Q4_K => decode_blocks::<BlockQ4_K>(bytes, out),
-        GgmlType::Q5_K => decode_blocks::<BlockQ5_K>(bytes, out),
-        GgmlType::Q6_K => decode_blocks::<BlockQ6_K>(bytes, out),
-    }
+    block_decoder(ty)(bytes, out);
     Ok(())
+}
+
+/// The decode of whole blocks of `ty` (one value per block for the float types): the
+/// function writes `out.len()` values from `bytes`, which must hold exactly their blocks (a
+/// shorter `bytes` leaves the values it lacks as they are).
+pub(crate) fn block_decoder(ty: GgmlType) -> fn(&[u8], &mut [f32]) {
+    match ty {
+        GgmlType::F32 => decode_f32s,
+        GgmlType::F16 => decode_f16s,
+        GgmlType::BF16 => decode_bf16s,
+        GgmlType::Q8_0 => decode_blocks::<BlockQ8_0>,
+        GgmlType::Q4_0 => decode_blocks::<BlockQ4_0>,
+        GgmlType::Q4_1 => decode_blocks::<BlockQ4_1>,
+        GgmlType::Q5_0 => decode_blocks::<BlockQ5_0>,
+        GgmlType::Q5_1 => decode_blocks::<BlockQ5_1>,
+        GgmlType::Q4_K => decode_blocks::<BlockQ4_K>,
+        GgmlType::Q5_K => decode_blocks::<BlockQ5_K>,
+        GgmlType::Q6_K => decode_blocks::<BlockQ6_K>,
+    }
+}
+
+fn decode_f32s(bytes: &[u8], out: &mut [f32]) {
+    for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+}
+
+fn decode_f16s(bytes: &[u8], out: &mut [f32]) {
+    for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+    }
+}
+
+fn decode_bf16s(bytes: &[u8], out: &mut [f32]) {
+    for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *o = bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+    }
 }
 
 /// Decodes whole blocks: `bytes` holds `out.len() / B::LEN` blocks (checked by the caller).

@@ -22,6 +22,7 @@ mod decode;
 mod error;
 mod format;
 mod half;
+mod q8;
 
 pub use blocks::{
     scale_min_k4, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
@@ -31,3 +32,7 @@ pub use decode::decode_row;
 pub use error::QuantError;
 pub use format::{GgmlType, UnknownGgmlType};
 pub use half::{bf16_to_f32, f16_to_f32, f32_to_f16};
+pub use q8::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_K, BlockQ8_1, BlockQ8_K};
+
+pub(crate) use decode::{block_decoder, Block};
+pub(crate) use error::row_bytes;
