@@ -3,6 +3,7 @@
 use core::fmt;
 
 use crate::pages::Values;
+use crate::quant::QuantError;
 use crate::schedule::DisjointError;
 use crate::tensor::TensorError;
 use crate::ShapeError;
@@ -25,6 +26,8 @@ pub enum KernelError {
     /// The output could not be split into per-unit chunks, or the schedule broke its contract
     /// (ran a unit twice, out of range, or not at all); the error names the schedule.
     DisjointSplit(DisjointError),
+    /// Quantized bytes could not be read (the error names the type and the sizes).
+    Quant(QuantError),
 }
 
 impl fmt::Display for KernelError {
@@ -37,6 +40,7 @@ impl fmt::Display for KernelError {
                 "{op}: could not allocate a scratch buffer of {elements} f32 values"
             ),
             Self::DisjointSplit(err) => write!(f, "kernel output split failed: {err}"),
+            Self::Quant(err) => err.fmt(f),
         }
     }
 }
@@ -47,6 +51,7 @@ impl core::error::Error for KernelError {
             Self::Shape(err) => Some(err),
             Self::Tensor(err) => Some(err),
             Self::DisjointSplit(err) => Some(err),
+            Self::Quant(err) => Some(err),
             Self::Scratch { .. } => None,
         }
     }
@@ -61,6 +66,12 @@ impl From<ShapeError> for KernelError {
 impl From<TensorError> for KernelError {
     fn from(err: TensorError) -> Self {
         Self::Tensor(err)
+    }
+}
+
+impl From<QuantError> for KernelError {
+    fn from(err: QuantError) -> Self {
+        Self::Quant(err)
     }
 }
 

@@ -8,6 +8,9 @@
 //!   product of a few rows: over output columns);
 //! * the decoder ops [`rms_norm`], [`rope`], [`silu_mul`], [`add_broadcast`], [`embedding`] —
 //!   over output rows, reading [`TensorView`](crate::TensorView)s;
+//! * [`quant_linear`] and [`quant_embedding`] — a product and a lookup over quantized weights
+//!   read in place ([`QMatrix`]), the product over its output columns in two
+//!   [`Activations`] modes;
 //! * [`parallel_chunks`] — the one way they open a region (inline below a [`Work`] threshold);
 //! * [`exp`] — the deterministic, vectorisable exponential of the softmax;
 //! * [`cpu_kernels`] — the registry of compiled variants of the inner loops (portable, SSE2,
@@ -31,6 +34,7 @@ mod loops;
 mod matmul;
 mod ops;
 mod parallel;
+mod qlinear;
 mod sdpa;
 #[cfg(all(test, not(feature = "loom")))]
 mod tests;
@@ -48,6 +52,10 @@ pub use loops::exp::{exp, EXP_MAX_ARG, EXP_MAX_REL_ERROR, EXP_MIN_ARG};
 pub use matmul::{linear, linear_with, matmul, matmul_with, MATMUL_PARALLEL_MIN_WORK};
 pub use ops::{CpuOps, OpsRef, TensorOps};
 pub use parallel::{parallel_chunks, Work};
+pub use qlinear::{
+    quant_embedding, quant_embedding_with, quant_linear, quant_linear_with, Activations, QMatrix,
+    QUANT_PARALLEL_MIN_WORK,
+};
 pub use sdpa::{
     scaled_dot_product_attention, scaled_dot_product_attention_with, SdpaOptions,
     SDPA_LATE_HELPER_WORK, SDPA_PARALLEL_MIN_WORK,

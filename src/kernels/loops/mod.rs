@@ -9,6 +9,8 @@
 //!   AVX-512 micro-kernel), of matmul, linear and conv2d; [`conv`] — a convolution's input
 //!   packed as that product's operand;
 //! * [`matvec`] — a column range of a product with few rows (a decode step's matvec);
+//! * [`qdot`] — the dot products over quantized weight rows: q8 mode (integer, llama.cpp's
+//!   combination) and exact mode (decoded a block at a time, in lanes);
 //! * [`norm`], [`rope`], [`gate`] — one row of the decoder ops: RMS normalisation, rotary
 //!   position embedding, the SiLU gate (plain fixed-order loops, the same bits on every
 //!   backend, so they need no compiled variants).
@@ -27,5 +29,6 @@ pub(crate) mod lanes;
 pub(crate) mod matvec;
 pub(crate) mod norm;
 pub(crate) mod panel;
+pub(crate) mod qdot;
 pub(crate) mod rope;
 pub(crate) mod simd;

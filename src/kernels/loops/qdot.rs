@@ -1,0 +1,430 @@
+//! The dot products over quantized weight rows, portable: the definitions a per-instruction-set
+//! micro-kernel beside them must reproduce bit for bit.
+//!
+//! **Q8 mode** ([`QDot`]): a weight row against activations quantized by llama.cpp's rule
+//! (`quant::quantize_row_q8_*`), as llama.cpp's scalar `ggml_vec_dot_*_generic`
+//! (`ggml-cpu/quants.c`) combines them. Each block's integer dot is exact (any order); the
+//! floats then go, block after block, into one f32 sum:
+//!
+//! * `Q4_0`·`Q8_0`: `sum += (isum · dw) · da`;
+//! * `Q8_0`·`Q8_0`: `sum += isum · (dw · da)`; `Q5_0`·`Q8_0`: `sum += (dw · da) · isum`;
+//! * `Q4_1`, `Q5_1`·`Q8_1`: `sum += ((dw · da) · isum + mw · sa)`;
+//! * `Q4_K`, `Q5_K`·`Q8_K`: eight integer lanes per block (value `e` in lane `e % 8`, each
+//!   `scale · q · a`), `lanes[l] += (dw · da) · lane[l]` across blocks, and per block
+//!   `sum −= (dminw · da) · Σ bsums·min`; at the end `sum += lanes[0]`, …, `lanes[7]`;
+//! * `Q6_K`·`Q8_K`: the same lanes without minima.
+//!
+//! llama.cpp's own x86 SIMD dots accumulate the blocks in other orders (eight lanes with fused
+//! multiply-adds, the minima apart); the order above is this crate's definition, so its bits do
+//! not depend on the CPU.
+//!
+//! **Exact mode** ([`exact_dots`]): f32 activations against the exactly decoded weight (a block
+//! at a time into a buffer on the stack, never a whole row): `Σ x[p]·w[p]` in 32 accumulators
+//! — value `p` to vector `(p / 8) % 4`, lane `p % 8`, `acc + x·w` rounded twice in
+//! [`Unfused`](super::simd::Unfused) — the vectors joined `(v0 + v1) + (v2 + v3)` and folded
+//! by [`Simd::fold`]. A row whose length is not a multiple of 32 (only the float types) ends as
+//! [`matvec`](super::matvec)'s does: the chunks of 8 left continue at vector 0, a ragged tail
+//! zero-padded. That is the order of `linear`'s one-row product, so one row against a decoded
+//! weight gives `linear`'s bits.
+
+use super::simd::{MulAdd, Simd, LANES};
+use crate::quant::{
+    f16_to_f32, Block, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
+    BlockQ8_0, BlockQ8_1, BlockQ8_K,
+};
+
+/// A weight block format's q8-mode dot with its activation format.
+pub(crate) trait QDot: Block {
+    /// The activation block (`vec_dot_type`).
+    type Act: Copy + Send + Sync;
+    /// The dot of a weight row (`w`: whole blocks) with its activations (one block per weight
+    /// block).
+    fn dot_row(w: &[u8], a: &[Self::Act]) -> f32;
+}
+
+/// The 32 weight quants of a 32-value block, as the signed integers they multiply.
+#[inline(always)]
+fn nibbles(qs: &[u8; 16], offset: i32) -> [i32; 32] {
+    core::array::from_fn(|j| {
+        let q = if j < 16 {
+            qs[j] & 0x0f
+        } else {
+            qs[j - 16] >> 4
+        };
+        q as i32 - offset
+    })
+}
+
+#[inline(always)]
+fn fives(qs: &[u8; 16], qh: [u8; 4], offset: i32) -> [i32; 32] {
+    let qh = u32::from_le_bytes(qh);
+    core::array::from_fn(|j| {
+        let low = if j < 16 {
+            qs[j] & 0x0f
+        } else {
+            qs[j - 16] >> 4
+        };
+        (low as i32 | (((qh >> j) & 1) << 4) as i32) - offset
+    })
+}
+
+#[inline(always)]
+fn isum(w: &[i32; 32], a: &[i8; 32]) -> i32 {
+    w.iter().zip(a).map(|(&w, &a)| w * a as i32).sum()
+}
+
+impl QDot for BlockQ8_0 {
+    type Act = BlockQ8_0;
+    fn dot_row(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
+            let b = Self::read(wb);
+            let i: i32 =
+                b.qs.iter()
+                    .zip(&ab.qs)
+                    .map(|(&w, &a)| w as i32 * a as i32)
+                    .sum();
+            sum += i as f32 * (f16_to_f32(b.d) * f16_to_f32(ab.d));
+        }
+        sum
+    }
+}
+
+impl QDot for BlockQ4_0 {
+    type Act = BlockQ8_0;
+    fn dot_row(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
+            let b = Self::read(wb);
+            let i = isum(&nibbles(&b.qs, 8), &ab.qs);
+            sum += i as f32 * f16_to_f32(b.d) * f16_to_f32(ab.d);
+        }
+        sum
+    }
+}
+
+impl QDot for BlockQ5_0 {
+    type Act = BlockQ8_0;
+    fn dot_row(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
+            let b = Self::read(wb);
+            let i = isum(&fives(&b.qs, b.qh, 16), &ab.qs);
+            sum += (f16_to_f32(b.d) * f16_to_f32(ab.d)) * i as f32;
+        }
+        sum
+    }
+}
+
+impl QDot for BlockQ4_1 {
+    type Act = BlockQ8_1;
+    fn dot_row(w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        let mut sum = 0.0f32;
+        for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
+            let b = Self::read(wb);
+            let i = isum(&nibbles(&b.qs, 0), &ab.qs);
+            sum += (f16_to_f32(b.d) * f16_to_f32(ab.d)) * i as f32
+                + f16_to_f32(b.m) * f16_to_f32(ab.s);
+        }
+        sum
+    }
+}
+
+impl QDot for BlockQ5_1 {
+    type Act = BlockQ8_1;
+    fn dot_row(w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        let mut sum = 0.0f32;
+        for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
+            let b = Self::read(wb);
+            let i = isum(&fives(&b.qs, b.qh, 0), &ab.qs);
+            sum += (f16_to_f32(b.d) * f16_to_f32(ab.d)) * i as f32
+                + f16_to_f32(b.m) * f16_to_f32(ab.s);
+        }
+        sum
+    }
+}
+
+/// A K-quant block's integer parts against its activations: the eight lanes
+/// `Σ scale · q · a` (value `e` in lane `e % 8`) and `Σ bsums · min`.
+#[inline(always)]
+fn k_lanes(q: &[i32; 256], scale_of: impl Fn(usize) -> i32, a: &BlockQ8_K) -> [i32; 8] {
+    let mut lanes = [0i32; 8];
+    for (e, (&q, &a)) in q.iter().zip(&a.qs).enumerate() {
+        lanes[e % 8] += scale_of(e) * (q * a as i32);
+    }
+    lanes
+}
+
+/// The end of a K-quant row: `sum` (the minima's part) plus the eight lanes in order.
+#[inline(always)]
+fn k_finish(mut sum: f32, lanes: [f32; 8]) -> f32 {
+    for l in lanes {
+        sum += l;
+    }
+    sum
+}
+
+/// `Q4_K`/`Q5_K` against `Q8_K`, given each block's quants (`0..32`), scales and minima.
+#[inline(always)]
+fn k_min_dot<B: Block>(
+    w: &[u8],
+    a: &[BlockQ8_K],
+    parts: impl Fn(&B) -> ([i32; 256], [u8; 8], [u8; 8], u16, u16),
+) -> f32 {
+    let mut sum = 0.0f32;
+    let mut lanes = [0.0f32; 8];
+    for (wb, ab) in w.chunks_exact(B::BYTES).zip(a) {
+        let (q, scales, mins, d, dmin) = parts(&B::read(wb));
+        let ints = k_lanes(&q, |e| scales[e / 32] as i32, ab);
+        let mins_sum: i32 = ab
+            .bsums
+            .iter()
+            .enumerate()
+            .map(|(j, &s)| s as i32 * mins[j / 2] as i32)
+            .sum();
+        let dd = f16_to_f32(d) * ab.d;
+        for (l, &i) in lanes.iter_mut().zip(&ints) {
+            *l += dd * i as f32;
+        }
+        let dm = f16_to_f32(dmin) * ab.d;
+        sum -= dm * mins_sum as f32;
+    }
+    k_finish(sum, lanes)
+}
+
+#[inline(always)]
+fn k_scales_mins(scales: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..8 {
+        (sc[j], mn[j]) = crate::quant::scale_min_k4(j, scales);
+    }
+    (sc, mn)
+}
+
+impl QDot for BlockQ4_K {
+    type Act = BlockQ8_K;
+    fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
+        k_min_dot::<Self>(w, a, |b| {
+            let q = core::array::from_fn(|e| {
+                let byte = b.qs[(e / 64) * 32 + e % 32];
+                (if e % 64 < 32 { byte & 0x0f } else { byte >> 4 }) as i32
+            });
+            let (sc, mn) = k_scales_mins(&b.scales);
+            (q, sc, mn, b.d, b.dmin)
+        })
+    }
+}
+
+impl QDot for BlockQ5_K {
+    type Act = BlockQ8_K;
+    fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
+        k_min_dot::<Self>(w, a, |b| {
+            let q = core::array::from_fn(|e| {
+                let (g, l) = (e / 64, e % 32);
+                let byte = b.qs[g * 32 + l];
+                let high = e % 64 >= 32;
+                let low = if high { byte >> 4 } else { byte & 0x0f };
+                let bit = (b.qh[l] >> (2 * g + high as usize)) & 1;
+                (low | (bit << 4)) as i32
+            });
+            let (sc, mn) = k_scales_mins(&b.scales);
+            (q, sc, mn, b.d, b.dmin)
+        })
+    }
+}
+
+impl QDot for BlockQ6_K {
+    type Act = BlockQ8_K;
+    fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
+        let mut lanes = [0.0f32; 8];
+        for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
+            let b = Self::read(wb);
+            let q = b.quants().map(|q| q as i32);
+            let ints = k_lanes(&q, |e| b.scales[e / 16] as i32, ab);
+            let dd = f16_to_f32(b.d) * ab.d;
+            for (l, &i) in lanes.iter_mut().zip(&ints) {
+                *l += dd * i as f32;
+            }
+        }
+        k_finish(0.0, lanes)
+    }
+}
+
+/// The accumulators of one exact-mode dot product: four vectors of [`LANES`].
+pub(crate) type ExactAcc<S> = [<S as Simd>::V; 4];
+
+/// Accumulates `x[i]·w[i]` into `acc` in the exact-mode order, for values starting at a
+/// multiple of 32 of the row: whole groups of 32 to the four vectors; what is left (only at
+/// a row's end) as chunks of 8 from vector 0 on, then a zero-padded ragged tail.
+#[inline(always)]
+pub(crate) fn exact_step<S: Simd, M: MulAdd>(
+    s: S,
+    mode: M,
+    acc: &mut ExactAcc<S>,
+    x: &[f32],
+    w: &[f32],
+) {
+    let len = x.len().min(w.len());
+    let (x, w) = (&x[..len], &w[..len]);
+    let groups = len - len % (4 * LANES);
+    let mut c = 0;
+    while c < groups {
+        for (u, a) in acc.iter_mut().enumerate() {
+            let at = c + u * LANES;
+            *a = mode.step(s, *a, s.load(&x[at..]), s.load(&w[at..]));
+        }
+        c += 4 * LANES;
+    }
+    let mut u = 0;
+    while c + LANES <= len {
+        acc[u] = mode.step(s, acc[u], s.load(&x[c..]), s.load(&w[c..]));
+        c += LANES;
+        u += 1;
+    }
+    if c < len {
+        acc[u] = mode.step(s, acc[u], s.load_tail(&x[c..]), s.load_tail(&w[c..]));
+    }
+}
+
+/// The result of an exact-mode dot product.
+#[inline(always)]
+pub(crate) fn exact_finish<S: Simd>(s: S, acc: &ExactAcc<S>) -> f32 {
+    s.fold(s.add(s.add(acc[0], acc[1]), s.add(acc[2], acc[3])))
+}
+
+/// Values a float-typed weight row is decoded in at a time (the block formats: one block).
+pub(crate) const EXACT_CHUNK: usize = 256;
+
+/// The exact-mode dots of the rows `xs` (each `k` values) with one weight row `w` (`k`
+/// values of a format that `decode(bytes, out)` decodes, `chunk` values in `chunk_bytes`
+/// bytes at a time), into `out[r]`. The weight is decoded a chunk at a time into a buffer on
+/// the stack, shared by every row of `xs`, four rows at a time.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn exact_dots<S: Simd, M: MulAdd>(
+    s: S,
+    mode: M,
+    xs: &[&[f32]],
+    w: &[u8],
+    k: usize,
+    chunk: usize,
+    chunk_bytes: usize,
+    decode: fn(&[u8], &mut [f32]),
+    out: &mut [f32],
+) {
+    let mut buf = [0.0f32; EXACT_CHUNK];
+    for (rows, out) in xs.chunks(4).zip(out.chunks_mut(4)) {
+        let mut acc = [[s.zero(); 4]; 4];
+        let mut at = 0;
+        for bytes in w.chunks(chunk_bytes) {
+            let len = chunk.min(k - at);
+            let vals = &mut buf[..len];
+            decode(bytes, vals);
+            for (a, x) in acc.iter_mut().zip(rows) {
+                exact_step(s, mode, a, &x[at..at + len], vals);
+            }
+            at += len;
+        }
+        for (o, a) in out.iter_mut().zip(&acc) {
+            *o = exact_finish(s, a);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::loops::simd::{Scalar, Unfused};
+    use crate::quant::{f32_to_f16, quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_K};
+
+    #[test]
+    fn q8_0_dot_is_the_integer_sum_times_the_scales_in_ggml_order() {
+        let w = BlockQ8_0 {
+            d: f32_to_f16(0.5),
+            qs: core::array::from_fn(|j| j as i8 - 16),
+        };
+        let a = BlockQ8_0 {
+            d: f32_to_f16(0.25),
+            qs: [2; 32],
+        };
+        // Σ (j - 16)·2 over 0..32 = 2·(496 - 512) = -32; -32 · (0.5·0.25) = -4.
+        assert_eq!(BlockQ8_0::dot_row(&w.to_le_bytes(), &[a]), -4.0);
+    }
+
+    #[test]
+    fn q4_1_dot_adds_the_minimum_times_the_activation_sum() {
+        let w = BlockQ4_1 {
+            d: f32_to_f16(1.0),
+            m: f32_to_f16(-2.0),
+            qs: [0x31; 16], // values 1 (low) and 3 (high)
+        };
+        let mut x = [0.0f32; 32];
+        x[0] = 127.0;
+        x[16] = -1.0;
+        let mut a = [BlockQ8_1::default()];
+        quantize_row_q8_1(&x, &mut a).unwrap();
+        // d_a = 1, qs = [127, 0.., -1, 0..], s = 126: 1·(1·127 + 3·(-1)) + (-2)·126 = -128.
+        assert_eq!(BlockQ4_1::dot_row(&w.to_le_bytes(), &a), -128.0);
+    }
+
+    #[test]
+    fn q4_0_dot_of_a_quantized_row_is_close_to_the_float_dot() {
+        let x: [f32; 64] = core::array::from_fn(|j| ((j * 7 % 13) as f32 - 6.0) / 3.0);
+        let mut a = [BlockQ8_0::default(); 2];
+        quantize_row_q8_0(&x, &mut a).unwrap();
+        let blocks = [
+            BlockQ4_0 {
+                d: f32_to_f16(0.1),
+                qs: core::array::from_fn(|j| (j * 37 % 256) as u8),
+            },
+            BlockQ4_0 {
+                d: f32_to_f16(-0.2),
+                qs: core::array::from_fn(|j| (j * 91 % 256) as u8),
+            },
+        ];
+        let bytes: alloc::vec::Vec<u8> = blocks.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let mut w = [0.0f32; 64];
+        crate::quant::decode_row(crate::quant::GgmlType::Q4_0, &bytes, &mut w).unwrap();
+        let exact: f32 = x.iter().zip(&w).map(|(x, w)| x * w).sum();
+        let q8 = BlockQ4_0::dot_row(&bytes, &a);
+        assert!(
+            (q8 - exact).abs() < 0.02 * exact.abs().max(1.0),
+            "{q8} vs {exact}"
+        );
+    }
+
+    #[test]
+    fn q6_k_dot_sums_its_eight_lanes_after_the_blocks() {
+        let mut w = BlockQ6_K {
+            ql: [0; 128],
+            qh: [0; 64],
+            scales: [1; 16],
+            d: f32_to_f16(1.0),
+        };
+        w.ql[0] = 0x01; // value 0: q = 1 - 32 = -31; every other value -32
+        let mut x = [0.0f32; 256];
+        x[0] = 1.0; // iscale -127: qs[0] = -127? no: max = 1 -> iscale = -127
+        let mut a = [BlockQ8_K::ZERO];
+        quantize_row_q8_K(&x, &mut a).unwrap();
+        assert_eq!(a[0].qs[0], -127);
+        // (1·(1/-127))·((-31)·(-127)) = 3937 / -127 = -31.
+        assert_eq!(BlockQ6_K::dot_row(&w.to_le_bytes(), &a), -31.0);
+    }
+
+    #[test]
+    fn exact_steps_split_anywhere_on_32_give_the_whole_rows_bits() {
+        let x: alloc::vec::Vec<f32> = (0..100).map(|i| (i as f32 * 0.37).sin()).collect();
+        let w: alloc::vec::Vec<f32> = (0..100).map(|i| (i as f32 * 0.11).cos()).collect();
+        let (s, m) = (Scalar, Unfused);
+        let mut whole = [s.zero(); 4];
+        exact_step(s, m, &mut whole, &x, &w);
+        let mut split = [s.zero(); 4];
+        exact_step(s, m, &mut split, &x[..64], &w[..64]);
+        exact_step(s, m, &mut split, &x[64..], &w[64..]);
+        assert_eq!(
+            exact_finish(s, &whole).to_bits(),
+            exact_finish(s, &split).to_bits()
+        );
+    }
+}

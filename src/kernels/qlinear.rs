@@ -1,0 +1,478 @@
+//! Products and lookups over quantized weights, read in place from their GGUF bytes:
+//! [`quant_linear`] (`x · Wᵀ`) in two activation modes, and [`quant_embedding`].
+//!
+//! Neither ever holds an f32 copy of a weight: exact mode decodes a block at a time into a
+//! buffer on the stack, q8 mode reads the quants themselves. The arithmetic of each output is
+//! fixed by the shapes (see `loops/qdot.rs`), so results are bit-identical under every schedule;
+//! the portable loops are the definition a per-instruction-set variant must match.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::config::{KernelConfig, Precision};
+use super::decoder::DECODER_PARALLEL_MIN_WORK;
+use super::error::scratch;
+use super::loops::qdot::{exact_dots, QDot, EXACT_CHUNK};
+use super::loops::simd::{MulAdd, Native, Scalar, Unfused};
+use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
+use super::KernelError;
+use crate::quant::{
+    self, block_decoder, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K,
+    BlockQ6_K, BlockQ8_0, GgmlType, QuantError,
+};
+use crate::schedule::Schedule;
+use crate::shape;
+use crate::tensor::{Tensor, TensorView};
+use crate::ShapeError;
+
+/// Calls of [`quant_linear`] with fewer multiply-adds than this (`rows·k·n`) run inline on
+/// the caller (2^18, as [`MATMUL_PARALLEL_MIN_WORK`](crate::MATMUL_PARALLEL_MIN_WORK); not
+/// tuned separately).
+pub const QUANT_PARALLEL_MIN_WORK: u64 = 1 << 18;
+
+/// The fewest weight rows a body call of [`quant_linear`] takes: each call pays for its
+/// activations' setup, so a region's pieces are at least this large. The bits never depend on it.
+const WEIGHT_ROWS_PER_CALL: usize = 16;
+
+/// A borrowed quantized matrix: `rows` rows of `cols` values of type `ty`, each row
+/// `ty.row_bytes(cols)` bytes, back to back — a GGUF tensor of shape `[cols, rows]` (GGUF lists
+/// the fastest dimension first), as a linear layer's weight `[out, in]` is stored.
+///
+/// ```
+/// use skainet_schedule::quant::GgmlType;
+/// use skainet_schedule::QMatrix;
+/// let bytes = [0u8; 2 * 20]; // two Q4_1 rows of 32 values
+/// let w = QMatrix::new(GgmlType::Q4_1, 2, 32, &bytes).unwrap();
+/// assert_eq!((w.rows(), w.cols(), w.row_bytes()), (2, 32, 20));
+/// assert!(QMatrix::new(GgmlType::Q4_1, 3, 32, &bytes).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QMatrix<'a> {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> QMatrix<'a> {
+    /// The matrix stored in `bytes`, checked: `cols` a whole number of blocks of `ty`, and
+    /// `bytes` exactly `rows` rows of them.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError::PartialBlock`] (`cols` not a multiple of the block length),
+    /// [`QuantError::TooLarge`] or [`QuantError::MatrixTooLarge`] (the size overflows `usize`),
+    /// [`QuantError::MatrixBytes`] (`bytes` has another length), each naming the values.
+    pub fn new(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: &'a [u8],
+    ) -> Result<Self, QuantError> {
+        let row_bytes = quant::row_bytes(ty, cols)?;
+        let expected = rows
+            .checked_mul(row_bytes)
+            .ok_or(QuantError::MatrixTooLarge { ty, rows, cols })?;
+        if bytes.len() != expected {
+            return Err(QuantError::MatrixBytes {
+                ty,
+                rows,
+                cols,
+                expected,
+                got: bytes.len(),
+            });
+        }
+        Ok(Self {
+            ty,
+            rows,
+            cols,
+            row_bytes,
+            bytes,
+        })
+    }
+
+    /// The element type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// Rows (a linear layer's outputs).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values per row (a linear layer's inputs).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
+    /// All the bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The bytes of row `r`, or `None` past the last row.
+    pub fn row(&self, r: usize) -> Option<&'a [u8]> {
+        if r >= self.rows {
+            return None;
+        }
+        let at = r * self.row_bytes;
+        self.bytes.get(at..at + self.row_bytes)
+    }
+
+    /// Row `r`'s bytes for an index the caller checked (`r < rows`); past the end, no bytes.
+    fn row_or_empty(&self, r: usize) -> &'a [u8] {
+        self.row(r).unwrap_or(&[])
+    }
+}
+
+/// How [`quant_linear`] treats its f32 activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Activations {
+    /// f32 activations times the exactly decoded weight: `x · dequant(W)ᵀ` to f32 rounding, a
+    /// fixed-order sum (the numerics of a float reference of the dequantized model).
+    Exact,
+    /// Activations quantized per block as llama.cpp does (Q8_0 for Q4_0/Q5_0/Q8_0 weights,
+    /// Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants), then integer dot products (llama.cpp's
+    /// numerics). Float weights (F32, F16, BF16) have no quantized form here: they run as
+    /// [`Exact`](Self::Exact).
+    Q8,
+}
+
+/// `x · Wᵀ` for `x` of shape `[.., k]` (rank ≥ 1, its last stride 1) and a quantized weight
+/// `w` of `n` rows of `k` values (`[n, k]`, one row per output): an output of shape `[.., n]`.
+///
+/// * [`Activations::Exact`]: every output is `Σ x[p]·w[p]` over the decoded weight values in
+///   32 accumulators (value `p` to vector `(p / 8) % 4`, lane `p % 8`, two roundings a step),
+///   joined and folded in a fixed tree — for one row exactly the bits of [`linear()`](crate::linear)
+///   against the decoded weight.
+/// * [`Activations::Q8`]: each row of `x` quantized as llama.cpp's x86_64 build does
+///   ([`quant::quantize_row_q8_0`] and its siblings), then per block an integer dot product,
+///   combined in f32 as llama.cpp's scalar `ggml_vec_dot_*_generic` does, block after block.
+///
+/// The units of `schedule` are the weight's rows (output columns), at least 16 to a body
+/// call; calls below [`QUANT_PARALLEL_MIN_WORK`] stay inline. The order of each output depends
+/// only on the shapes, so the result is bit-identical under every schedule.
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::quant::{BlockQ8_0, GgmlType};
+/// use skainet_schedule::{quant_linear, Activations, QMatrix, Sequential, Tensor};
+/// let row = BlockQ8_0 { d: 0x3800, qs: [2; 32] }; // 0.5 · 2 = 1 everywhere
+/// let bytes = row.to_le_bytes();
+/// let w = QMatrix::new(GgmlType::Q8_0, 1, 32, &bytes).unwrap();
+/// let x = Tensor::new(vec![1, 32], vec![0.25; 32]).unwrap();
+/// let y = quant_linear(&x, &w, Activations::Exact, &Sequential).unwrap();
+/// assert_eq!((y.shape(), y.data()), (&[1, 1][..], &[8.0][..]));
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`KernelError::Shape`] with the [`ShapeError`] of [`shape::linear`] (`x` of rank 0, its
+/// last dimension not `w.cols()`, an output too large) or [`ShapeError::Layout`] (a last
+/// stride other than 1); [`KernelError::Tensor`] when the output cannot be allocated,
+/// [`KernelError::Scratch`] when the quantized activations or a transposing buffer cannot.
+pub fn quant_linear<'a>(
+    x: impl Into<TensorView<'a>>,
+    w: &QMatrix<'_>,
+    mode: Activations,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    quant_linear_with(&KernelConfig::selected(), x, w, mode, schedule)
+}
+
+/// [`quant_linear`] with a given [`KernelConfig`]: its work threshold, and its precision for
+/// exact mode ([`Precision::Native`] may fuse the multiply-adds; the portable loops have no
+/// fused form yet, so today both give the portable bits).
+///
+/// # Errors
+///
+/// As [`quant_linear`].
+pub fn quant_linear_with<'a>(
+    config: &KernelConfig,
+    x: impl Into<TensorView<'a>>,
+    w: &QMatrix<'_>,
+    mode: Activations,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    const OP: &str = "quant_linear";
+    let x = x.into();
+    let dims = shape::linear(x.shape(), &[w.rows, w.cols])?;
+    shape::contiguous_rows(OP, "x", x.shape(), x.strides())?;
+    let (m, k, n) = (dims.rows, dims.inner, dims.cols);
+    let mut out = Tensor::zeros(dims.output_shape)?;
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(out);
+    }
+    let mut xs: Vec<&[f32]> = Vec::new();
+    xs.try_reserve_exact(m).map_err(|_| KernelError::Scratch {
+        op: OP,
+        elements: m,
+    })?;
+    for r in 0..m {
+        xs.push(x.row(r).ok_or_else(|| ShapeError::Layout {
+            op: OP,
+            operand: "x",
+            shape: x.shape().to_vec(),
+            strides: x.strides().to_vec(),
+            expected: "the last stride 1",
+        })?);
+    }
+    let work = Work {
+        total: (m as u64).saturating_mul(k as u64).saturating_mul(n as u64),
+        fork_from: config.threshold(QUANT_PARALLEL_MIN_WORK),
+    };
+    let run = Columns {
+        schedule,
+        work,
+        m,
+        n,
+    };
+    let q8 = mode == Activations::Q8;
+    match w.ty {
+        GgmlType::Q8_0 if q8 => {
+            run_q8::<BlockQ8_0>(&run, &xs, w, quant::quantize_row_q8_0, &mut out)
+        }
+        GgmlType::Q4_0 if q8 => {
+            run_q8::<BlockQ4_0>(&run, &xs, w, quant::quantize_row_q8_0, &mut out)
+        }
+        GgmlType::Q5_0 if q8 => {
+            run_q8::<BlockQ5_0>(&run, &xs, w, quant::quantize_row_q8_0, &mut out)
+        }
+        GgmlType::Q4_1 if q8 => {
+            run_q8::<BlockQ4_1>(&run, &xs, w, quant::quantize_row_q8_1, &mut out)
+        }
+        GgmlType::Q5_1 if q8 => {
+            run_q8::<BlockQ5_1>(&run, &xs, w, quant::quantize_row_q8_1, &mut out)
+        }
+        GgmlType::Q4_K if q8 => {
+            run_q8::<BlockQ4_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
+        }
+        GgmlType::Q5_K if q8 => {
+            run_q8::<BlockQ5_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
+        }
+        GgmlType::Q6_K if q8 => {
+            run_q8::<BlockQ6_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
+        }
+        _ => match config.precision() {
+            Precision::Portable => run_exact(Unfused, &run, &xs, w, &mut out),
+            Precision::Native => run_exact(Native, &run, &xs, w, &mut out),
+        },
+    }?;
+    Ok(out)
+}
+
+/// How the output columns of one call are split: `m` rows × `n` columns.
+struct Columns<'s> {
+    schedule: &'s dyn Schedule,
+    work: Work,
+    m: usize,
+    n: usize,
+}
+
+impl Columns<'_> {
+    /// Runs `column(j, values)` for every output column `j` (`values`: its `m` outputs, row by
+    /// row) under the schedule, and writes them to the row-major `out`: straight in for one
+    /// row, else through a column-major buffer transposed after.
+    fn run(
+        &self,
+        out: &mut [f32],
+        column: &(dyn Fn(usize, &mut [f32]) + Sync),
+    ) -> Result<(), KernelError> {
+        const OP: &str = "quant_linear";
+        let (m, n) = (self.m, self.n);
+        let body = |cols: core::ops::Range<usize>, chunk: &mut [f32]| {
+            for (j, values) in cols.zip(chunk.chunks_exact_mut(m)) {
+                column(j, values);
+            }
+            Ok(())
+        };
+        let grain = WEIGHT_ROWS_PER_CALL;
+        if m == 1 {
+            return parallel_chunks_grained(OP, self.schedule, out, 1, grain, self.work, &body);
+        }
+        let mut by_column = scratch(OP, out.len())?;
+        parallel_chunks_grained(
+            OP,
+            self.schedule,
+            &mut by_column,
+            m,
+            grain,
+            self.work,
+            &body,
+        )?;
+        for (j, column) in by_column.chunks_exact(m).enumerate() {
+            for (r, &v) in column.iter().enumerate() {
+                out[r * n + j] = v;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Exact mode: each column's weight row decoded a chunk at a time, against every row of `x`.
+fn run_exact<M: MulAdd + Sync>(
+    mode: M,
+    run: &Columns<'_>,
+    xs: &[&[f32]],
+    w: &QMatrix<'_>,
+    out: &mut Tensor,
+) -> Result<(), KernelError> {
+    let decode = block_decoder(w.ty);
+    let (chunk, chunk_bytes) = if w.ty.block_len() == 1 {
+        (EXACT_CHUNK, EXACT_CHUNK * w.ty.block_bytes())
+    } else {
+        (w.ty.block_len(), w.ty.block_bytes())
+    };
+    let k = w.cols;
+    run.run(out.data_mut(), &|j, values| {
+        exact_dots(
+            Scalar,
+            mode,
+            xs,
+            w.row_or_empty(j),
+            k,
+            chunk,
+            chunk_bytes,
+            decode,
+            values,
+        )
+    })
+}
+
+/// An activation quantizer (`quant::quantize_row_q8_*`).
+type Quantizer<A> = fn(&[f32], &mut [A]) -> Result<(), QuantError>;
+
+/// Q8 mode: every row of `x` quantized once into `W`'s activation blocks, then each column's
+/// weight row dotted with each.
+fn run_q8<W: QDot>(
+    run: &Columns<'_>,
+    xs: &[&[f32]],
+    w: &QMatrix<'_>,
+    quantize: Quantizer<W::Act>,
+    out: &mut Tensor,
+) -> Result<(), KernelError>
+where
+    W::Act: Default,
+{
+    const OP: &str = "quant_linear";
+    let per_row = w.cols / W::LEN;
+    let total = per_row.checked_mul(xs.len()).ok_or(KernelError::Scratch {
+        op: OP,
+        elements: usize::MAX,
+    })?;
+    let mut acts: Vec<W::Act> = Vec::new();
+    acts.try_reserve_exact(total)
+        .map_err(|_| KernelError::Scratch {
+            op: OP,
+            elements: total,
+        })?;
+    acts.resize(total, W::Act::default());
+    for (x, a) in xs.iter().zip(acts.chunks_exact_mut(per_row)) {
+        quantize(x, a)?;
+    }
+    run.run(out.data_mut(), &|j, values| {
+        let row = w.row_or_empty(j);
+        for (v, a) in values.iter_mut().zip(acts.chunks_exact(per_row)) {
+            *v = W::dot_row(row, a);
+        }
+    })
+}
+
+/// The rows `ids` of a quantized table (`table.rows()` rows of `table.cols()` values), each
+/// decoded exactly ([`quant::decode_row`]): an output of shape `[ids.len(), table.cols()]`.
+///
+/// Output rows are the units of `schedule`; a call of fewer values than
+/// [`DECODER_PARALLEL_MIN_WORK`](crate::DECODER_PARALLEL_MIN_WORK) stays inline. Each row's
+/// decode is fixed, so the result is bit-identical under every schedule.
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::quant::{BlockQ8_0, GgmlType};
+/// use skainet_schedule::{quant_embedding, QMatrix, Sequential};
+/// let rows = [BlockQ8_0 { d: 0x3c00, qs: [1; 32] }, BlockQ8_0 { d: 0x3c00, qs: [-3; 32] }];
+/// let bytes: Vec<u8> = rows.iter().flat_map(|b| b.to_le_bytes()).collect();
+/// let table = QMatrix::new(GgmlType::Q8_0, 2, 32, &bytes).unwrap();
+/// let e = quant_embedding(&[1, 0], &table, &Sequential).unwrap();
+/// assert_eq!((e.data()[0], e.data()[32]), (-3.0, 1.0));
+/// assert!(quant_embedding(&[2], &table, &Sequential).is_err());
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`KernelError::Shape`] with [`ShapeError::EmbeddingId`] for the first id that is not a row
+/// of the table (naming it and where it is) or [`ShapeError::TooLarge`];
+/// [`KernelError::Tensor`] when the output cannot be allocated.
+pub fn quant_embedding(
+    ids: &[u32],
+    table: &QMatrix<'_>,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    quant_embedding_with(&KernelConfig::selected(), ids, table, schedule)
+}
+
+/// [`quant_embedding`] with a given [`KernelConfig`] (its work threshold).
+///
+/// # Errors
+///
+/// As [`quant_embedding`].
+pub fn quant_embedding_with(
+    config: &KernelConfig,
+    ids: &[u32],
+    table: &QMatrix<'_>,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    const OP: &str = "quant_embedding";
+    let table_shape = [table.rows, table.cols];
+    let mut rows: Vec<usize> = Vec::new();
+    rows.try_reserve_exact(ids.len())
+        .map_err(|_| KernelError::Scratch {
+            op: OP,
+            elements: ids.len(),
+        })?;
+    for (index, &id) in ids.iter().enumerate() {
+        match usize::try_from(id) {
+            Ok(r) if r < table.rows => rows.push(r),
+            _ => {
+                return Err(ShapeError::EmbeddingId {
+                    table: table_shape.to_vec(),
+                    index,
+                    id: id as usize,
+                }
+                .into())
+            }
+        }
+    }
+    let shape = vec![ids.len(), table.cols];
+    if shape::element_count(&shape).is_none() {
+        return Err(ShapeError::TooLarge {
+            op: OP,
+            shapes: vec![table_shape.to_vec(), vec![ids.len()]],
+        }
+        .into());
+    }
+    let mut out = Tensor::zeros(shape)?;
+    let d = table.cols;
+    if d == 0 || ids.is_empty() {
+        return Ok(out);
+    }
+    let work = Work {
+        total: out.len() as u64,
+        fork_from: config.threshold(DECODER_PARALLEL_MIN_WORK),
+    };
+    parallel_chunks(OP, schedule, out.data_mut(), d, work, &|units, chunk| {
+        for (r, o) in units.zip(chunk.chunks_exact_mut(d)) {
+            quant::decode_row(table.ty, table.row_or_empty(rows[r]), o)?;
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
