@@ -120,7 +120,7 @@ impl core::error::Error for QuantError {}
 
 /// The bytes of a row of `values` values of `ty`, or why there is no such row.
 pub(crate) fn row_bytes(ty: GgmlType, values: usize) -> Result<usize, QuantError> {
-    if values % ty.block_len() != 0 {
+    if !values.is_multiple_of(ty.block_len()) {
         return Err(QuantError::PartialBlock { ty, values });
     }
     ty.row_bytes(values)

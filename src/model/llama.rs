@@ -1,0 +1,665 @@
+//! The llama architecture read from a GGUF file: its dimensions from the metadata, its
+//! weights read in place from the file's bytes, run on the crate's scheduled ops.
+//!
+//! Nothing here names a particular model: every dimension comes from `{arch}.*` metadata and
+//! the tensors present. The projections stay in the file's block formats and are multiplied by
+//! [`quant_linear`] (no f32 copy of a weight is ever made); only the small norm weights are
+//! decoded into tensors at load. Q and K rows are used as GGUF stores them, permuted for
+//! adjacent-pair rotary ([`rope_interleaved`]); the output head is `output.weight`, or the token
+//! embedding when the file ties them.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::gguf::{Gguf, GgufError, TensorInfo};
+use crate::quant::{self, GgmlType, QuantError};
+use crate::{
+    add_broadcast, quant_embedding, quant_linear, rms_norm, rope_interleaved,
+    scaled_dot_product_attention, silu_mul, Activations, KernelError, KvCache, QMatrix, Schedule,
+    SdpaOptions, Tensor, TensorView,
+};
+
+/// The dimensions of a llama-architecture model, as its GGUF metadata states them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaConfig {
+    /// `general.architecture` (`"llama"`): the prefix of every other key.
+    pub architecture: String,
+    /// Transformer blocks (`{arch}.block_count`).
+    pub blocks: usize,
+    /// Width of the residual stream (`{arch}.embedding_length`).
+    pub dim: usize,
+    /// Hidden width of the gated MLP (`{arch}.feed_forward_length`).
+    pub ffn: usize,
+    /// Query heads (`{arch}.attention.head_count`).
+    pub heads: usize,
+    /// Key/value heads (`{arch}.attention.head_count_kv`; the query heads when absent).
+    pub kv_heads: usize,
+    /// Width of one head: `dim / heads`.
+    pub head_dim: usize,
+    /// Rotary base (`{arch}.rope.freq_base`; 10000 when absent, llama.cpp's default).
+    pub rope_base: f32,
+    /// RMS normalisation epsilon (`{arch}.attention.layer_norm_rms_epsilon`).
+    pub rms_eps: f32,
+    /// Positions the model was trained for (`{arch}.context_length`).
+    pub context: usize,
+    /// Rows of the token embedding.
+    pub vocab: usize,
+}
+
+/// Why a GGUF file is not a llama model this crate can run. Each message names the key or
+/// tensor and the values found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The file itself: parsing, or a metadata key missing or of the wrong type.
+    Gguf(GgufError),
+    /// `general.architecture` names another architecture.
+    Architecture {
+        /// What the file says.
+        found: String,
+    },
+    /// A dimension that must be positive is zero, or does not fit `usize`.
+    Dimension {
+        /// The metadata key.
+        key: String,
+        /// Its value.
+        value: u64,
+    },
+    /// `heads` does not divide the width.
+    HeadsDoNotDivide {
+        /// `{arch}.embedding_length`.
+        dim: usize,
+        /// `{arch}.attention.head_count`.
+        heads: usize,
+    },
+    /// The K/V heads do not divide the query heads.
+    KvHeadsDoNotDivide {
+        /// Query heads.
+        heads: usize,
+        /// K/V heads.
+        kv_heads: usize,
+    },
+    /// The head width is odd, so rotary pairs do not fit it.
+    OddHeadDim {
+        /// `dim / heads`.
+        head_dim: usize,
+    },
+    /// A tensor the architecture needs is not in the file.
+    MissingTensor {
+        /// Its name.
+        name: String,
+    },
+    /// A tensor has other dimensions than the metadata implies.
+    TensorShape {
+        /// Its name.
+        name: String,
+        /// What the file says (ggml order: the row length first).
+        dims: Vec<usize>,
+        /// What the metadata implies.
+        expected: Vec<usize>,
+    },
+    /// A norm weight is stored in a type other than F32.
+    NormType {
+        /// Its name.
+        name: String,
+        /// Its type.
+        ty: GgmlType,
+    },
+    /// A weight's bytes do not form a matrix of its type.
+    Quant {
+        /// The tensor.
+        name: String,
+        /// Why.
+        error: QuantError,
+    },
+    /// A token id at or above the vocabulary.
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// The vocabulary.
+        vocab: usize,
+    },
+    /// More positions than the cache was made for.
+    CacheFull {
+        /// Positions already cached.
+        len: usize,
+        /// Positions asked to add.
+        adding: usize,
+        /// The cache's capacity.
+        capacity: usize,
+    },
+    /// A kernel refused (a size that cannot be allocated, a shape the op rejects).
+    Kernel(KernelError),
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::Gguf(e) => write!(f, "{e}"),
+            ModelError::Architecture { found } => write!(
+                f,
+                "general.architecture is {found:?}: only \"llama\" models are supported"
+            ),
+            ModelError::Dimension { key, value } => {
+                write!(
+                    f,
+                    "{key} = {value}: a model dimension must be a positive size"
+                )
+            }
+            ModelError::HeadsDoNotDivide { dim, heads } => write!(
+                f,
+                "attention.head_count {heads} does not divide embedding_length {dim}"
+            ),
+            ModelError::KvHeadsDoNotDivide { heads, kv_heads } => write!(
+                f,
+                "attention.head_count_kv {kv_heads} does not divide attention.head_count {heads}"
+            ),
+            ModelError::OddHeadDim { head_dim } => {
+                write!(
+                    f,
+                    "head width {head_dim} is odd: rotary pairs need an even one"
+                )
+            }
+            ModelError::MissingTensor { name } => {
+                write!(f, "tensor {name} is missing from the file")
+            }
+            ModelError::TensorShape {
+                name,
+                dims,
+                expected,
+            } => write!(
+                f,
+                "tensor {name} has dims {dims:?}, the metadata implies {expected:?}"
+            ),
+            ModelError::NormType { name, ty } => {
+                write!(f, "tensor {name} is {ty}: norm weights must be f32")
+            }
+            ModelError::Quant { name, error } => write!(f, "tensor {name}: {error}"),
+            ModelError::TokenOutOfRange { id, vocab } => {
+                write!(f, "token id {id} is not below the vocabulary size {vocab}")
+            }
+            ModelError::CacheFull {
+                len,
+                adding,
+                capacity,
+            } => write!(
+                f,
+                "the K/V cache holds {len} of {capacity} positions: no room for {adding} more"
+            ),
+            ModelError::Kernel(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for ModelError {}
+
+impl From<GgufError> for ModelError {
+    fn from(e: GgufError) -> Self {
+        ModelError::Gguf(e)
+    }
+}
+
+impl From<KernelError> for ModelError {
+    fn from(e: KernelError) -> Self {
+        ModelError::Kernel(e)
+    }
+}
+
+impl From<crate::TensorError> for ModelError {
+    fn from(e: crate::TensorError) -> Self {
+        ModelError::Kernel(e.into())
+    }
+}
+
+fn size(g: &Gguf<'_>, key: &str) -> Result<usize, ModelError> {
+    let v: u64 = g.get_scalar::<u32>(key).map(u64::from).or_else(|e| {
+        // Some converters write 64-bit counts: accept them, report the 32-bit error otherwise.
+        g.get_scalar::<u64>(key).map_err(|_| e)
+    })?;
+    usize::try_from(v)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or(ModelError::Dimension {
+            key: key.into(),
+            value: v,
+        })
+}
+
+impl LlamaConfig {
+    /// Reads the dimensions from `gguf`'s metadata and checks that they fit together.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Architecture`] for another architecture; [`ModelError::Gguf`] for a
+    /// missing key or one of the wrong type; [`ModelError::Dimension`],
+    /// [`ModelError::HeadsDoNotDivide`], [`ModelError::KvHeadsDoNotDivide`],
+    /// [`ModelError::OddHeadDim`] for dimensions that do not fit;
+    /// [`ModelError::MissingTensor`] without `token_embd.weight` (the vocabulary's size).
+    pub fn from_gguf(g: &Gguf<'_>) -> Result<LlamaConfig, ModelError> {
+        let arch = g.get_str("general.architecture")?;
+        if arch != "llama" {
+            return Err(ModelError::Architecture { found: arch.into() });
+        }
+        let key = |k: &str| alloc::format!("{arch}.{k}");
+        let blocks = size(g, &key("block_count"))?;
+        let dim = size(g, &key("embedding_length"))?;
+        let ffn = size(g, &key("feed_forward_length"))?;
+        let heads = size(g, &key("attention.head_count"))?;
+        let kv_key = key("attention.head_count_kv");
+        let kv_heads = if g.get(&kv_key).is_some() {
+            size(g, &kv_key)?
+        } else {
+            heads
+        };
+        let context = size(g, &key("context_length"))?;
+        let rope_key = key("rope.freq_base");
+        let rope_base = if g.get(&rope_key).is_some() {
+            g.get_scalar::<f32>(&rope_key)?
+        } else {
+            10_000.0
+        };
+        let rms_eps = g.get_scalar::<f32>(&key("attention.layer_norm_rms_epsilon"))?;
+        if dim % heads != 0 {
+            return Err(ModelError::HeadsDoNotDivide { dim, heads });
+        }
+        if heads % kv_heads != 0 {
+            return Err(ModelError::KvHeadsDoNotDivide { heads, kv_heads });
+        }
+        let head_dim = dim / heads;
+        if head_dim % 2 != 0 {
+            return Err(ModelError::OddHeadDim { head_dim });
+        }
+        let embd = tensor(g, "token_embd.weight")?;
+        let vocab = match embd.dims() {
+            [d, v] if *d == dim && *v > 0 => *v,
+            dims => {
+                return Err(ModelError::TensorShape {
+                    name: "token_embd.weight".into(),
+                    dims: dims.to_vec(),
+                    expected: alloc::vec![dim, embd.rows().max(1)],
+                })
+            }
+        };
+        Ok(LlamaConfig {
+            architecture: arch.into(),
+            blocks,
+            dim,
+            ffn,
+            heads,
+            kv_heads,
+            head_dim,
+            rope_base,
+            rms_eps,
+            context,
+            vocab,
+        })
+    }
+}
+
+fn tensor<'a, 'g>(g: &'g Gguf<'a>, name: &str) -> Result<&'g TensorInfo<'a>, ModelError> {
+    g.get_tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor { name: name.into() })
+}
+
+/// `name` as a `[rows, cols]` weight (ggml dims `[cols, rows]`).
+fn matrix<'a>(
+    g: &Gguf<'a>,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<QMatrix<'a>, ModelError> {
+    let t = tensor(g, name)?;
+    if t.dims() != [cols, rows] {
+        return Err(ModelError::TensorShape {
+            name: name.into(),
+            dims: t.dims().to_vec(),
+            expected: alloc::vec![cols, rows],
+        });
+    }
+    QMatrix::new(t.ty(), rows, cols, t.data()).map_err(|error| ModelError::Quant {
+        name: name.into(),
+        error,
+    })
+}
+
+/// `name` as an f32 vector of `len` values, decoded into a tensor (norm weights are small).
+fn vector(g: &Gguf<'_>, name: &str, len: usize) -> Result<Tensor, ModelError> {
+    let t = tensor(g, name)?;
+    if t.dims() != [len] {
+        return Err(ModelError::TensorShape {
+            name: name.into(),
+            dims: t.dims().to_vec(),
+            expected: alloc::vec![len],
+        });
+    }
+    if t.ty() != GgmlType::F32 {
+        return Err(ModelError::NormType {
+            name: name.into(),
+            ty: t.ty(),
+        });
+    }
+    let mut out = Tensor::zeros(alloc::vec![len])?;
+    quant::decode_row(GgmlType::F32, t.data(), out.data_mut()).map_err(|error| {
+        ModelError::Quant {
+            name: name.into(),
+            error,
+        }
+    })?;
+    Ok(out)
+}
+
+struct Block<'a> {
+    attn_norm: Tensor,
+    wq: QMatrix<'a>,
+    wk: QMatrix<'a>,
+    wv: QMatrix<'a>,
+    wo: QMatrix<'a>,
+    ffn_norm: Tensor,
+    w_gate: QMatrix<'a>,
+    w_up: QMatrix<'a>,
+    w_down: QMatrix<'a>,
+}
+
+/// A llama model whose weights are borrowed from a GGUF file's bytes.
+pub struct Llama<'a> {
+    config: LlamaConfig,
+    embd: QMatrix<'a>,
+    blocks: Vec<Block<'a>>,
+    output_norm: Tensor,
+    output: QMatrix<'a>,
+    tied: bool,
+}
+
+impl fmt::Debug for Llama<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Llama")
+            .field("config", &self.config)
+            .field("tied_output", &self.tied)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Llama<'a> {
+    /// The model of `gguf`: its [`LlamaConfig`], and every weight checked against it and
+    /// borrowed in place. Only the norm weights (a few KiB each) are copied.
+    ///
+    /// # Errors
+    ///
+    /// As [`LlamaConfig::from_gguf`]; [`ModelError::MissingTensor`] for a block's tensor that
+    /// is absent (so a `block_count` beyond the tensors present), [`ModelError::TensorShape`],
+    /// [`ModelError::NormType`] and [`ModelError::Quant`] for tensors that do not fit it.
+    pub fn from_gguf(g: &Gguf<'a>) -> Result<Llama<'a>, ModelError> {
+        let c = LlamaConfig::from_gguf(g)?;
+        let (d, hd) = (c.dim, c.head_dim);
+        let mut blocks = Vec::new();
+        blocks
+            .try_reserve_exact(c.blocks)
+            .map_err(|_| ModelError::Dimension {
+                key: alloc::format!("{}.block_count", c.architecture),
+                value: c.blocks as u64,
+            })?;
+        for i in 0..c.blocks {
+            let n = |what: &str| alloc::format!("blk.{i}.{what}.weight");
+            blocks.push(Block {
+                attn_norm: vector(g, &n("attn_norm"), d)?,
+                wq: matrix(g, &n("attn_q"), c.heads * hd, d)?,
+                wk: matrix(g, &n("attn_k"), c.kv_heads * hd, d)?,
+                wv: matrix(g, &n("attn_v"), c.kv_heads * hd, d)?,
+                wo: matrix(g, &n("attn_output"), d, c.heads * hd)?,
+                ffn_norm: vector(g, &n("ffn_norm"), d)?,
+                w_gate: matrix(g, &n("ffn_gate"), c.ffn, d)?,
+                w_up: matrix(g, &n("ffn_up"), c.ffn, d)?,
+                w_down: matrix(g, &n("ffn_down"), d, c.ffn)?,
+            });
+        }
+        let embd = matrix(g, "token_embd.weight", c.vocab, d)?;
+        let (output, tied) = match g.get_tensor("output.weight") {
+            Some(_) => (matrix(g, "output.weight", c.vocab, d)?, false),
+            None => (embd, true),
+        };
+        Ok(Llama {
+            output_norm: vector(g, "output_norm.weight", d)?,
+            embd,
+            blocks,
+            output,
+            tied,
+            config: c,
+        })
+    }
+
+    /// The model's dimensions.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// Whether the output head is the token embedding (no `output.weight` in the file).
+    pub fn tied_output(&self) -> bool {
+        self.tied
+    }
+
+    /// Bytes of weights one decode step reads: every projection and the output head once
+    /// (the embedding contributes one row).
+    pub fn weight_bytes_per_token(&self) -> usize {
+        let projections: usize = self
+            .blocks
+            .iter()
+            .flat_map(|b| [b.wq, b.wk, b.wv, b.wo, b.w_gate, b.w_up, b.w_down])
+            .map(|m| m.bytes().len())
+            .sum();
+        projections + self.output.bytes().len()
+    }
+
+    /// An empty cache for `capacity` positions of `kind`.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Kernel`] when the cache cannot be allocated.
+    pub fn cache(&self, kind: CacheKind, capacity: usize) -> Result<LlamaCache, ModelError> {
+        let c = &self.config;
+        let mut layers = Vec::new();
+        layers
+            .try_reserve_exact(c.blocks)
+            .map_err(|_| KernelError::Scratch {
+                op: "kv_cache",
+                elements: c.blocks,
+            })?;
+        for _ in 0..c.blocks {
+            layers.push(match kind {
+                CacheKind::Positional => {
+                    LayerCache::Positional(KvCache::new(1, c.kv_heads, capacity, c.head_dim)?)
+                }
+                CacheKind::Append => LayerCache::Append {
+                    k: Tensor::zeros(alloc::vec![1, c.kv_heads, 0, c.head_dim])?,
+                    v: Tensor::zeros(alloc::vec![1, c.kv_heads, 0, c.head_dim])?,
+                },
+            });
+        }
+        Ok(LlamaCache {
+            layers,
+            capacity,
+            len: 0,
+        })
+    }
+
+    /// Runs `tokens` at positions `cache.len()..` through the model, appends their keys and
+    /// values to `cache`, and returns the logits of `logits` of them: the last token's
+    /// `[1, vocab]`, or every token's `[tokens.len(), vocab]`.
+    ///
+    /// Every op runs under `schedule`; the result is bit-identical under every schedule.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::TokenOutOfRange`], [`ModelError::CacheFull`] (checked before anything
+    /// is computed), [`ModelError::Kernel`] when memory cannot be had.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut LlamaCache,
+        logits: Logits,
+        mode: Activations,
+        schedule: &dyn Schedule,
+    ) -> Result<Tensor, ModelError> {
+        let c = &self.config;
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab: c.vocab });
+        }
+        if cache.layers.len() != c.blocks || tokens.len() > cache.capacity.saturating_sub(cache.len)
+        {
+            return Err(ModelError::CacheFull {
+                len: cache.len,
+                adding: tokens.len(),
+                capacity: cache.capacity,
+            });
+        }
+        let (s, hd) = (tokens.len(), c.head_dim);
+        if s == 0 {
+            return Ok(Tensor::zeros(alloc::vec![0, c.vocab])?);
+        }
+        let offset = cache.len;
+        let causal = SdpaOptions {
+            scale: None,
+            causal: true,
+        };
+        let mut x = quant_embedding(tokens, &self.embd, schedule)?;
+        for (b, layer) in self.blocks.iter().zip(cache.layers.iter_mut()) {
+            let h = rms_norm(&x, &b.attn_norm, c.rms_eps, schedule)?;
+            let q = quant_linear(&h, &b.wq, mode, schedule)?;
+            let k = quant_linear(&h, &b.wk, mode, schedule)?;
+            let v = quant_linear(&h, &b.wv, mode, schedule)?;
+            let q = rope_interleaved(heads(&q, c.heads, hd)?, offset, c.rope_base, schedule)?;
+            let k = rope_interleaved(heads(&k, c.kv_heads, hd)?, offset, c.rope_base, schedule)?;
+            layer.append(k.view(), heads(&v, c.kv_heads, hd)?)?;
+            let (keys, values) = layer.keys_values();
+            let attn = scaled_dot_product_attention(&q, keys, values, None, &causal, schedule)?;
+            // [1, heads, s, hd] back to [s, heads·hd] for the output projection.
+            let attn = attn
+                .view()
+                .permute(&[0, 2, 1, 3])?
+                .to_tensor()?
+                .reshape(alloc::vec![s, c.heads * hd])?;
+            x = add_broadcast(&x, &quant_linear(&attn, &b.wo, mode, schedule)?, schedule)?;
+            let h = rms_norm(&x, &b.ffn_norm, c.rms_eps, schedule)?;
+            let gate = quant_linear(&h, &b.w_gate, mode, schedule)?;
+            let up = quant_linear(&h, &b.w_up, mode, schedule)?;
+            let act = silu_mul(&gate, &up, schedule)?;
+            x = add_broadcast(
+                &x,
+                &quant_linear(&act, &b.w_down, mode, schedule)?,
+                schedule,
+            )?;
+        }
+        cache.len += s;
+        let rows = match logits {
+            Logits::Last => x.view().narrow(0, s - 1, 1)?,
+            Logits::All => x.view(),
+        };
+        let h = rms_norm(rows, &self.output_norm, c.rms_eps, schedule)?;
+        Ok(quant_linear(&h, &self.output, mode, schedule)?)
+    }
+}
+
+/// `t` `[s, heads·hd]` seen as `[1, heads, s, hd]`, without a copy.
+fn heads(t: &Tensor, heads: usize, hd: usize) -> Result<TensorView<'_>, ModelError> {
+    let s = t.shape()[0];
+    Ok(TensorView::strided(
+        t.data(),
+        alloc::vec![1, heads, s, hd],
+        alloc::vec![s * heads * hd, hd, heads * hd, 1],
+        0,
+    )?)
+}
+
+/// Which rows' logits [`Llama::forward`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// The last token's: what generation needs.
+    Last,
+    /// Every token's (teacher forcing, perplexity).
+    All,
+}
+
+/// How a [`LlamaCache`] keeps past keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheKind {
+    /// A preallocated [`KvCache`] per layer, appended in place and read through views.
+    Positional,
+    /// Tensors that grow by reallocating and copying on every append (what concatenating the
+    /// cache does): the baseline the positional cache is measured against.
+    Append,
+}
+
+enum LayerCache {
+    Positional(KvCache),
+    Append { k: Tensor, v: Tensor },
+}
+
+impl LayerCache {
+    fn append(&mut self, k: TensorView<'_>, v: TensorView<'_>) -> Result<(), KernelError> {
+        match self {
+            LayerCache::Positional(c) => c.append(k, v),
+            LayerCache::Append { k: ks, v: vs } => {
+                *ks = grow(ks, &k)?;
+                *vs = grow(vs, &v)?;
+                Ok(())
+            }
+        }
+    }
+
+    fn keys_values(&self) -> (TensorView<'_>, TensorView<'_>) {
+        match self {
+            LayerCache::Positional(c) => (c.keys(), c.values()),
+            LayerCache::Append { k, v } => (k.view(), v.view()),
+        }
+    }
+}
+
+/// `old` `[1, nKV, len, hd]` and `new` `[1, nKV, t, hd]` concatenated along the positions.
+fn grow(old: &Tensor, new: &TensorView<'_>) -> Result<Tensor, KernelError> {
+    let [b, kv, len, hd] = *old.shape() else {
+        return Ok(old.clone());
+    };
+    let t = new.shape()[2];
+    let new = new.to_tensor()?;
+    let mut out = Tensor::zeros(alloc::vec![b, kv, len + t, hd])?;
+    for bh in 0..b * kv {
+        let dst = &mut out.data_mut()[bh * (len + t) * hd..(bh + 1) * (len + t) * hd];
+        dst[..len * hd].copy_from_slice(&old.data()[bh * len * hd..(bh + 1) * len * hd]);
+        dst[len * hd..].copy_from_slice(&new.data()[bh * t * hd..(bh + 1) * t * hd]);
+    }
+    Ok(out)
+}
+
+/// The keys and values of every layer of a [`Llama`], for one sequence.
+pub struct LlamaCache {
+    layers: Vec<LayerCache>,
+    capacity: usize,
+    len: usize,
+}
+
+impl fmt::Debug for LlamaCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlamaCache")
+            .field("layers", &self.layers.len())
+            .field("len", &self.len)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl LlamaCache {
+    /// Positions cached.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no position is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Positions it can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
