@@ -9,6 +9,7 @@
 
 use std::sync::OnceLock;
 
+use skainet_schedule::gguf::{self, Gguf, ValueType, MAX_ARRAY_DEPTH, MAX_DIMS};
 use skainet_schedule::graph::{
     core_passes, npy, stablehlo, Attr, AttrMap, GraphBuilder, OpBuilder, ScheduleHint, Value,
     LAYOUT_KEY, SCHEDULE_KEY,
@@ -184,6 +185,146 @@ pub fn check_npy_read(data: &[u8]) {
         "bits changed on a round trip"
     );
     assert_eq!(npy::to_bytes(&back), bytes, "writing is not deterministic");
+}
+
+// ---------------------------------------------------------------------------------------------
+// gguf_parse
+
+/// Any bytes: the GGUF reader returns `Ok` or `Err`, never panics, and every error formats. A
+/// parsed file's tables agree with its bytes and with themselves: no more entries than the
+/// input could encode, every tensor's data is the input's bytes at `data_offset + offset`,
+/// aligned, of the size its type and dimensions give, and apart from every other tensor's;
+/// every key and name is found again by lookup; every array yields exactly its length, and
+/// `get`, the typed views and the typed accessors agree with its elements.
+pub fn check_gguf_parse(data: &[u8]) {
+    let file = match Gguf::parse(data) {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = e.to_string();
+            return;
+        }
+    };
+    assert!(matches!(file.version(), 2 | 3));
+    assert!(file.alignment().is_power_of_two());
+    assert!(file.data_offset() <= data.len());
+    // At least 13 bytes an entry, 24 a tensor info, after a 24-byte header.
+    let tables = 24 + 13 * file.metadata().len() + 24 * file.tensors().len();
+    assert!(tables <= data.len(), "{} bytes hold {file:?}", data.len());
+
+    for (key, value) in file.metadata() {
+        assert!(!key.is_empty());
+        // The very entry (by address: a NaN value is not equal to itself).
+        let found = file.get(key).unwrap_or_else(|| panic!("lookup of {key:?}"));
+        assert!(std::ptr::eq(found, value), "lookup of {key:?}");
+        check_gguf_value(&file, key, value, data, 0);
+    }
+
+    let base = data.as_ptr() as usize;
+    let mut spans = Vec::new();
+    for tensor in file.tensors() {
+        let name = tensor.name();
+        assert_eq!(file.get_tensor(name), Some(tensor), "lookup of {name:?}");
+        assert!(tensor.dims().len() <= MAX_DIMS);
+        let elements = tensor.dims().iter().product::<usize>();
+        assert_eq!(tensor.element_count(), elements);
+        assert_eq!(tensor.row_len() * tensor.rows(), elements);
+        assert_eq!(
+            tensor.ty().row_bytes(elements),
+            Some(tensor.byte_len()),
+            "{name}"
+        );
+        assert_eq!(tensor.offset() % file.alignment() as u64, 0, "{name}");
+        let start = tensor.data().as_ptr() as usize - base;
+        assert_eq!(
+            start as u64,
+            file.data_offset() as u64 + tensor.offset(),
+            "{name}"
+        );
+        assert!(start + tensor.byte_len() <= data.len(), "{name}");
+        if tensor.byte_len() > 0 {
+            spans.push((start, start + tensor.byte_len()));
+        }
+    }
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "tensor data overlaps: {pair:?}");
+    }
+}
+
+/// Equal values, floats compared by their bits (a NaN read twice is the same NaN).
+fn same_gguf_value(a: &gguf::Value<'_>, b: &gguf::Value<'_>) -> bool {
+    match (a, b) {
+        (gguf::Value::F32(x), gguf::Value::F32(y)) => x.to_bits() == y.to_bits(),
+        (gguf::Value::F64(x), gguf::Value::F64(y)) => x.to_bits() == y.to_bits(),
+        (gguf::Value::Array(x), gguf::Value::Array(y)) => {
+            x.element_type() == y.element_type() && x.len() == y.len() && x.bytes() == y.bytes()
+        }
+        _ => a == b,
+    }
+}
+
+fn check_gguf_value(
+    file: &Gguf<'_>,
+    key: &str,
+    value: &gguf::Value<'_>,
+    data: &[u8],
+    depth: usize,
+) {
+    assert!(depth <= MAX_ARRAY_DEPTH);
+    if depth == 0 {
+        // The typed accessor of the value's own type agrees; another type's is an error.
+        match *value {
+            gguf::Value::U32(v) => assert_eq!(file.get_u32(key).unwrap(), v),
+            gguf::Value::F32(v) => assert_eq!(file.get_f32(key).unwrap().to_bits(), v.to_bits()),
+            gguf::Value::String(s) => assert_eq!(file.get_str(key).unwrap(), s),
+            _ => assert!(file.get_u32(key).is_err()),
+        }
+    }
+    let gguf::Value::Array(array) = value else {
+        return;
+    };
+    let bytes = array.bytes();
+    let offset = bytes.as_ptr() as usize - data.as_ptr() as usize;
+    assert!(offset + bytes.len() <= data.len());
+    let min = match array.element_type() {
+        ValueType::String => 8,
+        ValueType::Array => 12,
+        ty => ty.fixed_len().unwrap(),
+    };
+    assert!(array.len() * min <= bytes.len(), "{key}: {array:?}");
+    let elements: Vec<gguf::Value<'_>> = array.iter().collect();
+    assert_eq!(elements.len(), array.len(), "{key}");
+    for (i, element) in elements.iter().enumerate() {
+        assert_eq!(element.ty(), array.element_type(), "{key}[{i}]");
+        check_gguf_value(file, key, element, data, depth + 1);
+    }
+    // Spot checks: the ends and the middle, through `get` and the typed views.
+    for i in [0, array.len() / 2, array.len().wrapping_sub(1)] {
+        let (got, want) = (array.get(i), elements.get(i).copied());
+        let same = match (got, want) {
+            (Some(a), Some(b)) => same_gguf_value(&a, &b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        assert!(same, "{key}.get({i}): {got:?}, iteration gave {want:?}");
+    }
+    assert_eq!(array.get(array.len()), None);
+    if let Some(strings) = array.strings() {
+        assert!(strings
+            .zip(&elements)
+            .all(|(s, e)| gguf::Value::String(s) == *e));
+    }
+    if let Some(floats) = array.scalars::<f32>() {
+        assert_eq!(floats.len(), array.len());
+        assert!(floats
+            .zip(&elements)
+            .all(|(f, e)| matches!(e, gguf::Value::F32(g) if g.to_bits() == f.to_bits())));
+    }
+    if let Some(ints) = array.scalars::<i32>() {
+        assert!(ints.zip(&elements).all(|(v, e)| gguf::Value::I32(v) == *e));
+    }
+    if depth == 0 {
+        assert_eq!(file.get_array(key).unwrap(), *array);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

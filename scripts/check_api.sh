@@ -21,6 +21,7 @@ FEATURE_SETS=(
   "default|"
   "parallel-rayon|--features parallel,rayon"
   "tracing|--features tracing"
+  "model|--features model"
 )
 
 bless=false

@@ -59,3 +59,10 @@ fn kernel_shapes_regressions_replay_cleanly() {
     assert!(!files.is_empty(), "fuzz/regressions/kernel_shapes is empty");
     replay(&files, checks::check_kernel_shapes);
 }
+
+#[test]
+fn gguf_parse_regressions_replay_cleanly() {
+    let files = inputs("regressions", "gguf_parse");
+    assert!(!files.is_empty(), "fuzz/regressions/gguf_parse is empty");
+    replay(&files, checks::check_gguf_parse);
+}

@@ -1179,3 +1179,42 @@ mod mapped {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fuzz seeds
+
+#[test]
+fn every_ggml_type_reads_with_its_block_size() {
+    let bytes = writer::every_ggml_type().to_bytes();
+    let g = Gguf::parse(&bytes).unwrap();
+    assert_eq!(g.alignment(), 64);
+    assert_eq!(g.tensors().len(), GgmlType::ALL.len());
+    for t in g.tensors() {
+        let ty = t.ty();
+        assert_eq!(t.name(), ty.name().to_lowercase(), "{ty}");
+        assert_eq!(t.dims(), [ty.block_len(), 2], "{ty}");
+        assert_eq!(t.byte_len(), 2 * ty.block_bytes(), "{ty}");
+        assert_eq!(t.offset() % 64, 0, "{ty}");
+    }
+}
+
+/// The committed seeds of the fuzz target are exactly this writer's files, so they stay valid
+/// as the writer grows. `SKAINET_WRITE_FUZZ_SEEDS=1` rewrites them.
+#[test]
+fn fuzz_seeds_are_the_writer_s_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/gguf_parse");
+    for (name, bytes) in writer::fuzz_seeds() {
+        let path = dir.join(name);
+        if std::env::var_os("SKAINET_WRITE_FUZZ_SEEDS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            committed == bytes,
+            "{} differs from the writer's file",
+            path.display()
+        );
+        Gguf::parse(&committed).unwrap();
+    }
+}

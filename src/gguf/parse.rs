@@ -20,6 +20,9 @@ const MIN_KEY_VALUE_BYTES: u64 = 8 + 4 + 1;
 /// the offset.
 const MIN_TENSOR_INFO_BYTES: u64 = 8 + 4 + 4 + 8;
 
+/// The entries reserved before the first is read: at most this many, whatever a count says.
+const FIRST_RESERVE: usize = 256;
+
 /// The names of the dimension fields, for errors.
 const DIM_FIELDS: [&str; MAX_DIMS] = ["dimension 0", "dimension 1", "dimension 2", "dimension 3"];
 
@@ -86,8 +89,9 @@ impl<'a> Gguf<'a> {
     /// Parses a GGUF file of version 2 or 3 from its bytes.
     ///
     /// Every failure is an error naming the part of the file and the values (see
-    /// [`GgufError`]); no input panics, and what is allocated is bounded by the input's length
-    /// (each table entry is counted against the bytes it needs before anything is reserved).
+    /// [`GgufError`]); no input panics. A stated count is checked against the bytes its
+    /// entries need before anything is reserved, and the tables then grow with the entries
+    /// actually read (fallibly), so what is allocated is proportional to the input.
     pub fn parse(bytes: &'a [u8]) -> Result<Gguf<'a>, GgufError> {
         let mut c = Cursor::new(bytes);
         let header = At::Header;
@@ -104,7 +108,7 @@ impl<'a> Gguf<'a> {
 
         let kv_len = fits(kv_count, MIN_KEY_VALUE_BYTES, &c, "metadata count")?;
         let mut metadata = Vec::new();
-        reserve(&mut metadata, kv_len, "metadata entries")?;
+        reserve(&mut metadata, kv_len.min(FIRST_RESERVE), "metadata entries")?;
         for index in 0..kv_count {
             let at = At::Key {
                 index,
@@ -122,7 +126,7 @@ impl<'a> Gguf<'a> {
             };
             let ty = c.value_type(&at, "value type")?;
             let value = c.value(ty, &at, 0)?;
-            metadata.push((key, value));
+            push(&mut metadata, (key, value), "metadata entries")?;
         }
         let (keys, duplicate) = sorted_unique(&metadata, |entry| entry.0, "metadata entries")?;
         if let Some((index, first)) = duplicate {
@@ -156,9 +160,14 @@ impl<'a> Gguf<'a> {
         };
 
         let tensor_len = fits(tensor_count, MIN_TENSOR_INFO_BYTES, &c, "tensor count")?;
-        reserve(&mut gguf.tensors, tensor_len, "tensor infos")?;
+        reserve(
+            &mut gguf.tensors,
+            tensor_len.min(FIRST_RESERVE),
+            "tensor infos",
+        )?;
         for index in 0..tensor_count {
-            gguf.tensors.push(tensor_info(&mut c, index)?);
+            let tensor = tensor_info(&mut c, index)?;
+            push(&mut gguf.tensors, tensor, "tensor infos")?;
         }
         let (names, duplicate) = sorted_unique(&gguf.tensors, |t| t.name(), "tensor infos")?;
         if let Some((index, first)) = duplicate {
@@ -413,6 +422,16 @@ fn fits(count: u64, min: u64, c: &Cursor<'_>, field: &'static str) -> Result<usi
             remaining,
         }),
     }
+}
+
+/// Room for `item`, reserved fallibly (amortized doubling), then `item` pushed: the tables
+/// grow with the entries actually read, never with a count a file merely states.
+fn push<T>(v: &mut Vec<T>, item: T, what: &'static str) -> Result<(), GgufError> {
+    if v.len() == v.capacity() {
+        reserve(v, v.len().max(FIRST_RESERVE), what)?;
+    }
+    v.push(item);
+    Ok(())
 }
 
 fn reserve<T>(v: &mut Vec<T>, n: usize, what: &'static str) -> Result<(), GgufError> {

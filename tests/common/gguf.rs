@@ -298,3 +298,49 @@ pub fn every_type(version: u32) -> GgufWriter {
             block_data(3 * 20, 9),
         ))
 }
+
+/// A valid file with a tensor of every ggml type the crate reads, two rows each, and
+/// `general.alignment` 64.
+pub fn every_ggml_type() -> GgufWriter {
+    // (name, ggml id, values per block, bytes per block)
+    const TYPES: [(&str, u32, u64, usize); 11] = [
+        ("f32", 0, 1, 4),
+        ("f16", 1, 1, 2),
+        ("q4_0", 2, 32, 18),
+        ("q4_1", 3, 32, 20),
+        ("q5_0", 6, 32, 22),
+        ("q5_1", 7, 32, 24),
+        ("q8_0", 8, 32, 34),
+        ("q4_k", 12, 256, 144),
+        ("q5_k", 13, 256, 176),
+        ("q6_k", 14, 256, 210),
+        ("bf16", 30, 1, 2),
+    ];
+    let mut w = GgufWriter {
+        alignment: 64,
+        ..GgufWriter::new(3).kv("general.alignment", Val::U32(64))
+    };
+    for (i, (name, id, block_len, block_bytes)) in TYPES.into_iter().enumerate() {
+        let data = block_data(2 * block_bytes, i as u8);
+        w = w.tensor(TensorSpec::new(name, &[block_len, 2], id, data));
+    }
+    w
+}
+
+/// The seed inputs of the `gguf_parse` fuzz target (`fuzz/regressions/gguf_parse/`).
+pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        (
+            "valid_v2_every_metadata_type.gguf",
+            every_type(2).to_bytes(),
+        ),
+        (
+            "valid_v3_every_metadata_type.gguf",
+            every_type(3).to_bytes(),
+        ),
+        (
+            "valid_v3_every_ggml_type_aligned_64.gguf",
+            every_ggml_type().to_bytes(),
+        ),
+    ]
+}
