@@ -55,7 +55,7 @@
 //! | `rayon`    | `RayonSchedule` over a rayon pool |
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
 //! | `tracing`  | `TracingSink`: trace events as `tracing` events (target `skainet_schedule`) |
-//! | `model`    | `gguf::GgufFile`: a GGUF model file mapped read-only and parsed in place; `model::Tokenizer`: the byte-level BPE tokenizer of its vocabulary |
+//! | `model`    | `gguf::GgufFile` (a GGUF file mapped read-only, parsed in place) and [`model`]: the llama model, its tokenizer and chat template, sampling |
 //!
 //! See `features.md` in the repository for targets and dependencies.
 //!
@@ -155,7 +155,13 @@ pub mod prelude {
     pub use crate::trace::TraceSink as _;
 }
 
-/// The README's examples, compiled and run as doctests so they cannot rot.
-#[cfg(all(doctest, feature = "std", not(feature = "loom")))]
+/// The README's examples, compiled and run as doctests so they cannot rot (in the build of the
+/// README's test command, which has every feature they use).
+#[cfg(all(
+    doctest,
+    feature = "model",
+    feature = "parallel",
+    not(feature = "loom")
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
