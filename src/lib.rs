@@ -55,7 +55,7 @@
 //! | `rayon`    | `RayonSchedule` over a rayon pool |
 //! | `loom`     | swaps the sync shim for loom's; only the model-checking tests run |
 //! | `tracing`  | `TracingSink`: trace events as `tracing` events (target `skainet_schedule`) |
-//! | `model`    | `gguf::GgufFile` (a GGUF file mapped read-only, parsed in place) and [`model`]: the llama model, its tokenizer and chat template, sampling |
+//! | `model`    | `gguf::GgufFile` (a GGUF file mapped read-only, parsed in place) and `model`: the llama model, its tokenizer and chat template, sampling |
 //!
 //! See `features.md` in the repository for targets and dependencies.
 //!
