@@ -61,7 +61,7 @@ if [ -f "$model" ] && [ -f "$stamp" ] &&
   exit 0
 fi
 
-mkdir -p "$models"
+mkdir -p "$models" "$wheels"
 rm -f "$stamp"
 if [ -f "$model" ]; then
   if verify; then
