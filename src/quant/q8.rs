@@ -1,28 +1,4 @@
-//! The activation quantizers of the q8 mode, as llama.cpp's x86_64 CPU build runs them.
-//!
-//! A product over quantized weights in llama.cpp first quantizes its f32 activations into the
-//! weights' `vec_dot_type`: [`BlockQ8_0`] for `Q4_0`, `Q5_0` and `Q8_0` weights, [`BlockQ8_1`]
-//! for `Q4_1` and `Q5_1`, [`BlockQ8_K`] for the K-quants. Which code quantizes them depends on
-//! the build; this module follows what an x86_64 build with AVX or AVX2 (every x86_64 CPU of
-//! the last decade, and what `GGML_NATIVE` builds there) runs — `quantize_row_q8_0` and
-//! `quantize_row_q8_1` of `ggml-cpu/arch/x86/quants.c`, `quantize_row_q8_K_ref` for Q8_K —
-//! emulated exactly in portable Rust:
-//!
-//! * **Q8_0 / Q8_1** (the AVX path, not the reference one): `amax` is the largest `|x|` of the
-//!   32 (taken with `maxps`' rule, `if a > b { a } else { b }`, in the AVX reduction's order,
-//!   which only matters for NaNs); `d = amax / 127` is stored as an f16 (rounded to nearest
-//!   even, as `vcvtps2ph`); `id = 127 / amax` (`0` when `amax` is `0`), and each quant is
-//!   `x · id` rounded to nearest **even** (`_mm256_round_ps(.., _MM_ROUND_NEAREST)`), converted
-//!   as `cvtps2dq` does (NaN or out of range: `i32::MIN`) and saturated to `i8` (the `packs`
-//!   steps). llama.cpp's reference `quantize_row_q8_0_ref` differs in two ways: it rounds half
-//!   away from zero (`roundf`) and multiplies by `1 / d` rather than `127 / amax`. For Q8_1,
-//!   `s = d · Σq` (the f32 `d`, the sum of the unsaturated integers) is stored as an f16.
-//! * **Q8_K** (the reference, which x86 builds call too): `max` is the first value of the
-//!   largest magnitude, `iscale = -127 / max`, each quant `min(127, nearest_int(iscale·x))`
-//!   with ggml's `nearest_int` (the `x + 1.5·2^23` rounding trick, to nearest even), the 16
-//!   sums of 16 quants kept as `i16`, and `d = 1 / iscale` as an f32. An all-zero block (no
-//!   nonzero `|x|`) is `d = 0`, all quants and sums zero (ggml leaves its sums unwritten; they
-//!   are multiplied by `d = 0`).
+//! The activation quantizers of the q8 mode (the rules are in the `quant` module's docs).
 
 use super::blocks::BlockQ8_0;
 use super::error::QuantError;
@@ -150,7 +126,7 @@ fn check_len(
 }
 
 /// Quantizes `x` into `out.len()` [`BlockQ8_0`] blocks as llama.cpp's x86_64 AVX build does
-/// (see the [module](self) docs for the exact rule).
+/// (see [the q8 rules](crate::quant#the-q8-activation-quantizers) for the exact rule).
 ///
 /// ```
 /// use skainet_schedule::quant::{f16_to_f32, quantize_row_q8_0, BlockQ8_0};
@@ -182,7 +158,7 @@ pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), QuantEr
 }
 
 /// Quantizes `x` into `out.len()` [`BlockQ8_1`] blocks as llama.cpp's x86_64 AVX build does:
-/// the quants and `d` as [`quantize_row_q8_0`], and `s = d · Σq` (see the [module](self) docs).
+/// the quants and `d` as [`quantize_row_q8_0`], and `s = d · Σq` (see [the q8 rules](crate::quant#the-q8-activation-quantizers)).
 ///
 /// ```
 /// use skainet_schedule::quant::{f16_to_f32, quantize_row_q8_1, BlockQ8_1};
@@ -220,7 +196,7 @@ fn nearest_int(x: f32) -> i32 {
 }
 
 /// Quantizes `x` into `out.len()` [`BlockQ8_K`] blocks as llama.cpp's `quantize_row_q8_K_ref`
-/// (what its x86_64 build calls; see the [module](self) docs).
+/// (what its x86_64 build calls; see [the q8 rules](crate::quant#the-q8-activation-quantizers)).
 ///
 /// ```
 /// use skainet_schedule::quant::{quantize_row_q8_K, BlockQ8_K};
