@@ -91,6 +91,52 @@ fn quant_linear_is_bit_identical_under_every_schedule_for_every_type_and_mode() 
 }
 
 #[test]
+fn every_available_variant_gives_the_portable_bits_for_every_type_mode_and_row_count() {
+    use skainet_schedule::{cpu_kernels, KernelProvider, Precision};
+    let registry = cpu_kernels();
+    let portable = KernelConfig::new(registry.find("portable").unwrap());
+    let variants: Vec<_> = registry
+        .providers()
+        .iter()
+        .filter(|p| p.is_available())
+        .cloned()
+        .collect();
+    assert!(variants.len() >= 2 || !cfg!(target_arch = "x86_64"));
+    for ty in GgmlType::ALL {
+        // Two K-quant blocks a row (512); 40 = two whole 16-row calls and a ragged one.
+        let (n, k) = (40, 512);
+        let bytes = random_weight(ty, n, k, 3 + ty.id());
+        let w = QMatrix::new(ty, n, k, &bytes).unwrap();
+        for rows in [1, 2, 3, 4, 5, 7, 9] {
+            let x = uniform(&[rows, k], 11 + rows as u32);
+            for mode in [Activations::Exact, Activations::Q8] {
+                let want = quant_linear_with(&portable, &x, &w, mode, &Sequential).unwrap();
+                for v in &variants {
+                    let config = KernelConfig::new(v.clone());
+                    let got = quant_linear_with(&config, &x, &w, mode, &Sequential).unwrap();
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty} {mode:?} rows {rows} on {}",
+                        v.name()
+                    );
+                    // The native mode may fuse; it stays within a few roundings.
+                    let native = config.with_precision(Precision::Native);
+                    let fused = quant_linear_with(&native, &x, &w, mode, &Sequential).unwrap();
+                    for (f, p) in fused.data().iter().zip(want.data()) {
+                        assert!(
+                            (f - p).abs() <= 1e-4 * (1.0 + p.abs()),
+                            "{ty} {mode:?} rows {rows} native on {}: {f} vs {p}",
+                            v.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn exact_mode_is_within_f32_rounding_of_an_f64_reference_of_the_decoded_weight() {
     for ty in GgmlType::ALL {
         let (n, k, rows) = (9, 768, 2);

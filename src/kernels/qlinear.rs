@@ -9,16 +9,15 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::config::{KernelConfig, Precision};
+use super::config::KernelConfig;
 use super::decoder::DECODER_PARALLEL_MIN_WORK;
 use super::error::scratch;
-use super::loops::qdot::{exact_dots, QDot, EXACT_CHUNK};
-use super::loops::simd::{MulAdd, Native, Scalar, Unfused};
+use super::loops::qdot::{QDot, QRows};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::quant::{
-    self, block_decoder, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K,
-    BlockQ6_K, BlockQ8_0, GgmlType, QuantError,
+    self, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    GgmlType, QuantError,
 };
 use crate::schedule::Schedule;
 use crate::shape;
@@ -189,8 +188,8 @@ pub fn quant_linear<'a>(
 }
 
 /// [`quant_linear`] with a given [`KernelConfig`]: its work threshold, and its precision for
-/// exact mode ([`Precision::Native`] may fuse the multiply-adds; the portable loops have no
-/// fused form yet, so today both give the portable bits).
+/// exact mode ([`Precision::Native`](crate::Precision::Native) fuses the dot's multiply-adds
+/// where the variant has FMA; the portable precision gives the portable bits on every variant).
 ///
 /// # Errors
 ///
@@ -261,10 +260,7 @@ pub fn quant_linear_with<'a>(
         GgmlType::Q6_K if q8 => {
             run_q8::<BlockQ6_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
         }
-        _ => match config.precision() {
-            Precision::Portable => run_exact(Unfused, &run, &xs, w, &mut out),
-            Precision::Native => run_exact(Native, &run, &xs, w, &mut out),
-        },
+        _ => run_exact(config, &run, &xs, w, &mut out),
     }?;
     Ok(out)
 }
@@ -278,20 +274,19 @@ struct Columns<'s> {
 }
 
 impl Columns<'_> {
-    /// Runs `column(j, values)` for every output column `j` (`values`: its `m` outputs, row by
-    /// row) under the schedule, and writes them to the row-major `out`: straight in for one
-    /// row, else through a column-major buffer transposed after.
+    /// Runs `body(cols, values)` over the output columns under the schedule (`values`: the
+    /// `m` outputs of each column of `cols`, column after column) and writes them to the
+    /// row-major `out`: straight in for one row, else through a column-major buffer
+    /// transposed after.
     fn run(
         &self,
         out: &mut [f32],
-        column: &(dyn Fn(usize, &mut [f32]) + Sync),
+        body: &(dyn Fn(core::ops::Range<usize>, &mut [f32]) + Sync),
     ) -> Result<(), KernelError> {
         const OP: &str = "quant_linear";
         let (m, n) = (self.m, self.n);
         let body = |cols: core::ops::Range<usize>, chunk: &mut [f32]| {
-            for (j, values) in cols.zip(chunk.chunks_exact_mut(m)) {
-                column(j, values);
-            }
+            body(cols, chunk);
             Ok(())
         };
         let grain = WEIGHT_ROWS_PER_CALL;
@@ -317,34 +312,24 @@ impl Columns<'_> {
     }
 }
 
-/// Exact mode: each column's weight row decoded a chunk at a time, against every row of `x`.
-fn run_exact<M: MulAdd + Sync>(
-    mode: M,
+/// Exact mode: each column's weight row decoded a block at a time, against every row of `x`,
+/// by the loop `config` picks (every variant gives the portable bits in the portable mode).
+fn run_exact(
+    config: &KernelConfig,
     run: &Columns<'_>,
     xs: &[&[f32]],
     w: &QMatrix<'_>,
     out: &mut Tensor,
 ) -> Result<(), KernelError> {
-    let decode = block_decoder(w.ty);
-    let (chunk, chunk_bytes) = if w.ty.block_len() == 1 {
-        (EXACT_CHUNK, EXACT_CHUNK * w.ty.block_bytes())
-    } else {
-        (w.ty.block_len(), w.ty.block_bytes())
+    let rows = QRows {
+        ty: w.ty,
+        xs,
+        w: w.bytes,
+        row_bytes: w.row_bytes,
+        k: w.cols,
     };
-    let k = w.cols;
-    run.run(out.data_mut(), &|j, values| {
-        exact_dots(
-            Scalar,
-            mode,
-            xs,
-            w.row_or_empty(j),
-            k,
-            chunk,
-            chunk_bytes,
-            decode,
-            values,
-        )
-    })
+    let kernel = config.pick(&config.kernels().qexact);
+    run.run(out.data_mut(), &|cols, values| kernel(&rows, cols, values))
 }
 
 /// An activation quantizer (`quant::quantize_row_q8_*`).
@@ -378,10 +363,12 @@ where
     for (x, a) in xs.iter().zip(acts.chunks_exact_mut(per_row)) {
         quantize(x, a)?;
     }
-    run.run(out.data_mut(), &|j, values| {
-        let row = w.row_or_empty(j);
-        for (v, a) in values.iter_mut().zip(acts.chunks_exact(per_row)) {
-            *v = W::dot_row(row, a);
+    run.run(out.data_mut(), &|cols, values| {
+        for (j, values) in cols.zip(values.chunks_exact_mut(run.m)) {
+            let row = w.row_or_empty(j);
+            for (v, a) in values.iter_mut().zip(acts.chunks_exact(per_row)) {
+                *v = W::dot_row(row, a);
+            }
         }
     })
 }

@@ -15,6 +15,7 @@ use super::loops::attend::wide::Narrow;
 use super::loops::attend::{attend_head, Head};
 use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
 use super::loops::matvec::{skinny, Skinny};
+use super::loops::qdot::{exact_native, exact_portable, QExactFn};
 use super::loops::simd::{MulAdd, Native, Scalar, Simd, Unfused};
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
@@ -40,6 +41,7 @@ pub struct CpuKernels {
     pub(crate) attend: PerMode<AttendFn>,
     pub(crate) gemm: PerMode<GemmFn>,
     pub(crate) skinny: PerMode<SkinnyFn>,
+    pub(crate) qexact: PerMode<QExactFn>,
 }
 
 impl core::fmt::Debug for CpuKernels {
@@ -110,6 +112,12 @@ fn skinny_on<S: Simd + Default, M: MulAdd + Default>(p: &Skinny<'_>, out: &mut [
     skinny(S::default(), M::default(), p, out)
 }
 
+/// Exact mode's quantized product in plain Rust, in both precision modes.
+const QEXACT_PORTABLE: PerMode<QExactFn> = PerMode {
+    portable: exact_portable,
+    native: exact_native,
+};
+
 /// The packed product of backend `S` in both precision modes.
 fn gemm_modes<S: Simd + Default>() -> PerMode<GemmFn> {
     PerMode {
@@ -137,6 +145,7 @@ impl CpuKernels {
             attend: attend_modes::<Scalar>(),
             gemm: gemm_modes::<Scalar>(),
             skinny: skinny_modes::<Scalar>(),
+            qexact: QEXACT_PORTABLE,
         }
     }
 }
@@ -157,6 +166,7 @@ mod x86 {
             attend: attend_modes::<Sse2>(),
             gemm: gemm_modes::<Sse2>(),
             skinny: skinny_modes::<Sse2>(),
+            qexact: QEXACT_PORTABLE,
         }
     }
 
@@ -165,7 +175,10 @@ mod x86 {
         use super::*;
         use crate::kernels::loops::attend::wide::Avx512Attend;
         use crate::kernels::loops::gemm_avx512::{Avx512, Step};
+        use crate::kernels::loops::qdot::QRows;
+        use crate::kernels::loops::qdot_x86;
         use crate::kernels::loops::simd::{Avx2, Avx2Fma};
+        use core::ops::Range;
 
         fn has_avx2() -> bool {
             Avx2::detect().is_some()
@@ -310,6 +323,38 @@ mod x86 {
             }
         }
 
+        fn qexact_avx2(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2.
+                Some(_) => unsafe { qdot_x86::exact_avx2(r, cols, out) },
+                None => exact_portable(r, cols, out),
+            }
+        }
+
+        fn qexact_avx2_native(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+            match Avx2Fma::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA.
+                Some(_) => unsafe { qdot_x86::exact_avx2_fma(r, cols, out) },
+                None => exact_native(r, cols, out),
+            }
+        }
+
+        fn qexact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+            match (Avx2::detect(), Avx512::detect(Step::Unfused)) {
+                // SAFETY: both tokens exist, so the CPU supports AVX2 and AVX-512F.
+                (Some(_), Some(_)) => unsafe { qdot_x86::exact_avx512(r, cols, out) },
+                _ => qexact_avx2(r, cols, out),
+            }
+        }
+
+        fn qexact_avx512_native(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+            match (Avx2Fma::detect(), Avx512::detect(Step::Fused)) {
+                // SAFETY: both tokens exist, so the CPU supports AVX2, FMA and AVX-512F.
+                (Some(_), Some(_)) => unsafe { qdot_x86::exact_avx512_fma(r, cols, out) },
+                _ => qexact_avx2_native(r, cols, out),
+            }
+        }
+
         fn has_avx512() -> bool {
             has_avx2() && Avx512::detect(Step::Unfused).is_some()
         }
@@ -343,6 +388,10 @@ mod x86 {
                     portable: gemm_avx512_portable,
                     native: gemm_avx512_native,
                 },
+                qexact: PerMode {
+                    portable: qexact_avx512,
+                    native: qexact_avx512_native,
+                },
                 ..avx2()
             }
         }
@@ -363,6 +412,10 @@ mod x86 {
                 skinny: PerMode {
                     portable: skinny_portable,
                     native: skinny_native,
+                },
+                qexact: PerMode {
+                    portable: qexact_avx2,
+                    native: qexact_avx2_native,
                 },
             }
         }
@@ -392,6 +445,7 @@ mod aarch64 {
             },
             gemm: gemm_modes::<Neon>(),
             skinny: skinny_modes::<Neon>(),
+            qexact: QEXACT_PORTABLE,
         }
     }
 }

@@ -332,6 +332,79 @@ pub(crate) fn exact_dots<S: Simd, M: MulAdd>(
     }
 }
 
+/// One call's exact-mode operands: the activation rows `xs` (each `k` values) and a weight of
+/// rows of `k` values of `ty`, `row_bytes` bytes each, back to back in `w`.
+pub(crate) struct QRows<'a> {
+    /// The weight's element type.
+    pub ty: crate::quant::GgmlType,
+    /// The activation rows.
+    pub xs: &'a [&'a [f32]],
+    /// The weight's bytes.
+    pub w: &'a [u8],
+    /// Bytes per weight row.
+    pub row_bytes: usize,
+    /// Values per row.
+    pub k: usize,
+}
+
+impl<'a> QRows<'a> {
+    /// Weight row `j`'s bytes (none past the end, which no caller asks for).
+    #[inline(always)]
+    pub(crate) fn row(&self, j: usize) -> &'a [u8] {
+        let at = j.saturating_mul(self.row_bytes);
+        self.w
+            .get(at..at.saturating_add(self.row_bytes))
+            .unwrap_or(&[])
+    }
+}
+
+/// A compiled exact-mode loop: the output columns `cols` of `r`'s product into `out`,
+/// column-major (`r.xs.len()` values a column, row by row).
+pub(crate) type QExactFn = fn(&QRows<'_>, core::ops::Range<usize>, &mut [f32]);
+
+/// The exact-mode columns `cols` on backend `s` in mode `mode`: each weight row decoded a
+/// chunk at a time by the format's portable decode ([`exact_dots`]).
+#[inline(always)]
+pub(crate) fn exact_columns<S: Simd, M: MulAdd>(
+    s: S,
+    mode: M,
+    r: &QRows<'_>,
+    cols: core::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    let decode = crate::quant::block_decoder(r.ty);
+    let (chunk, chunk_bytes) = if r.ty.block_len() == 1 {
+        (EXACT_CHUNK, EXACT_CHUNK * r.ty.block_bytes())
+    } else {
+        (r.ty.block_len(), r.ty.block_bytes())
+    };
+    let m = r.xs.len();
+    for (j, values) in cols.zip(out.chunks_exact_mut(m)) {
+        exact_dots(
+            s,
+            mode,
+            r.xs,
+            r.row(j),
+            r.k,
+            chunk,
+            chunk_bytes,
+            decode,
+            values,
+        );
+    }
+}
+
+/// [`exact_columns`] in plain Rust, unfused: the definition.
+pub(crate) fn exact_portable(r: &QRows<'_>, cols: core::ops::Range<usize>, out: &mut [f32]) {
+    exact_columns(super::simd::Scalar, super::simd::Unfused, r, cols, out)
+}
+
+/// [`exact_columns`] in plain Rust in the native mode (unfused too: plain Rust has no fused
+/// step).
+pub(crate) fn exact_native(r: &QRows<'_>, cols: core::ops::Range<usize>, out: &mut [f32]) {
+    exact_columns(super::simd::Scalar, super::simd::Native, r, cols, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

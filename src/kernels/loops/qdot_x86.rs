@@ -1,0 +1,853 @@
+//! Exact mode's dot products over quantized weight rows on x86_64 vectors: the weight decoded
+//! a block at a time straight into registers (never to memory), then multiplied into the
+//! activations in the portable order of `qdot.rs`.
+//!
+//! The order of every output is [`exact_dots`](super::qdot::exact_dots)' (value `p` to vector `(p / 8) % 4`, lane
+//! `p % 8`; the vectors joined `(v0 + v1) + (v2 + v3)` and folded in the lane contract's tree),
+//! and each decoded value is the block's own `decode` — the same integer, converted, then the
+//! same one or two roundings with the same scales (f16 scales widened by [`f16_to_f32`]). So
+//! the portable mode returns the portable bits; only where the loop runs changes:
+//!
+//! * [`Wide16`] on AVX2: sixteen values as two 8-lane registers;
+//! * [`Wide16`] on AVX-512F: sixteen values as one 16-lane register, which holds vectors
+//!   `(0, 1)` or `(2, 3)` of a group of 32 side by side, so the lane-wise steps are the same
+//!   and only the join at the end first adds a register's halves.
+//!
+//! The native mode fuses each multiply-add of the dot (`vfmadd231ps`) as the 8-lane native
+//! backends do; the decode itself is never fused.
+
+use core::arch::x86_64::*;
+use core::ops::Range;
+
+use super::qdot::QRows;
+use super::simd::{Avx2, Avx2Fma, Native, Unfused, LANES};
+use crate::quant::{f16_to_f32, scale_min_k4, GgmlType};
+
+/// Sixteen i32 or f32 lanes on one backend: what a decoder produces per half of a group of
+/// 32 values. Every method is `#[inline(always)]` and may only run inside a function compiled
+/// with the backend's target features, on a CPU that has them.
+pub(crate) trait Wide16: Copy {
+    /// Sixteen i32 lanes.
+    type I: Copy;
+    /// Sixteen f32 lanes.
+    type F: Copy;
+    /// `b[0..16]` zero-extended.
+    unsafe fn u8s(b: &[u8; 16]) -> Self::I;
+    /// `b[0..16]` sign-extended.
+    unsafe fn i8s(b: &[u8; 16]) -> Self::I;
+    /// Lane-wise `a & mask`.
+    unsafe fn and(a: Self::I, mask: i32) -> Self::I;
+    /// Lane-wise logical `a >> n`.
+    unsafe fn shr(a: Self::I, n: u32) -> Self::I;
+    /// Lane-wise `a << n`.
+    unsafe fn shl(a: Self::I, n: u32) -> Self::I;
+    /// Lane-wise `a | b`.
+    unsafe fn or(a: Self::I, b: Self::I) -> Self::I;
+    /// Lane-wise `a - c`.
+    unsafe fn sub(a: Self::I, c: i32) -> Self::I;
+    /// `(bits >> (first + lane)) & 1`, lane by lane.
+    unsafe fn bit(bits: u32, first: u32) -> Self::I;
+    /// Lane-wise conversion to f32 (exact: the quants are small).
+    unsafe fn float(a: Self::I) -> Self::F;
+    /// Lane-wise `a * s`.
+    unsafe fn scale(a: Self::F, s: f32) -> Self::F;
+    /// Lane-wise `a + s`.
+    unsafe fn offset(a: Self::F, s: f32) -> Self::F;
+    /// Lane-wise `a - s`.
+    unsafe fn minus(a: Self::F, s: f32) -> Self::F;
+    /// All lanes `+0.0`.
+    unsafe fn zero() -> Self::F;
+    /// `x[0..16]`.
+    unsafe fn load(x: &[f32; 16]) -> Self::F;
+    /// The step of the dot: `acc + x·w`, two roundings, or one when `FUSED`.
+    unsafe fn step<const FUSED: bool>(acc: Self::F, x: Self::F, w: Self::F) -> Self::F;
+    /// The two 8-lane vectors the register holds, added: `v0 + v1`.
+    unsafe fn join(a: Self::F) -> __m256;
+}
+
+/// The AVX2 backend (sixteen values in two registers).
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2x2;
+
+/// The AVX-512F backend (sixteen values in one register).
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512x1;
+
+impl Wide16 for Avx2x2 {
+    type I = (__m256i, __m256i);
+    type F = (__m256, __m256);
+
+    #[inline(always)]
+    unsafe fn u8s(b: &[u8; 16]) -> Self::I {
+        // SAFETY (this impl's loads): `b` holds 16 bytes; each 8-byte load reads half of them.
+        let p = b.as_ptr() as *const __m128i;
+        unsafe {
+            let v = _mm_loadu_si128(p);
+            (
+                _mm256_cvtepu8_epi32(v),
+                _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(v)),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn i8s(b: &[u8; 16]) -> Self::I {
+        let p = b.as_ptr() as *const __m128i;
+        // SAFETY: `b` holds 16 bytes.
+        unsafe {
+            let v = _mm_loadu_si128(p);
+            (
+                _mm256_cvtepi8_epi32(v),
+                _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(v)),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn and(a: Self::I, mask: i32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let m = _mm256_set1_epi32(mask);
+            (_mm256_and_si256(a.0, m), _mm256_and_si256(a.1, m))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn shr(a: Self::I, n: u32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let n = _mm_cvtsi32_si128(n as i32);
+            (_mm256_srl_epi32(a.0, n), _mm256_srl_epi32(a.1, n))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn shl(a: Self::I, n: u32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let n = _mm_cvtsi32_si128(n as i32);
+            (_mm256_sll_epi32(a.0, n), _mm256_sll_epi32(a.1, n))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn or(a: Self::I, b: Self::I) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { (_mm256_or_si256(a.0, b.0), _mm256_or_si256(a.1, b.1)) }
+    }
+
+    #[inline(always)]
+    unsafe fn sub(a: Self::I, c: i32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let c = _mm256_set1_epi32(c);
+            (_mm256_sub_epi32(a.0, c), _mm256_sub_epi32(a.1, c))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn bit(bits: u32, first: u32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let b = _mm256_set1_epi32(bits as i32);
+            let one = _mm256_set1_epi32(1);
+            let f = _mm256_set1_epi32(first as i32);
+            let lo = _mm256_add_epi32(f, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            let hi = _mm256_add_epi32(lo, _mm256_set1_epi32(8));
+            (
+                _mm256_and_si256(_mm256_srlv_epi32(b, lo), one),
+                _mm256_and_si256(_mm256_srlv_epi32(b, hi), one),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn float(a: Self::I) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { (_mm256_cvtepi32_ps(a.0), _mm256_cvtepi32_ps(a.1)) }
+    }
+
+    #[inline(always)]
+    unsafe fn scale(a: Self::F, s: f32) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let s = _mm256_set1_ps(s);
+            (_mm256_mul_ps(a.0, s), _mm256_mul_ps(a.1, s))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn offset(a: Self::F, s: f32) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let s = _mm256_set1_ps(s);
+            (_mm256_add_ps(a.0, s), _mm256_add_ps(a.1, s))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn minus(a: Self::F, s: f32) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let s = _mm256_set1_ps(s);
+            (_mm256_sub_ps(a.0, s), _mm256_sub_ps(a.1, s))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { (_mm256_setzero_ps(), _mm256_setzero_ps()) }
+    }
+
+    #[inline(always)]
+    unsafe fn load(x: &[f32; 16]) -> Self::F {
+        // SAFETY: `x` holds 16 values; the two loads read 8 each.
+        unsafe {
+            (
+                _mm256_loadu_ps(x.as_ptr()),
+                _mm256_loadu_ps(x.as_ptr().add(8)),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn step<const FUSED: bool>(acc: Self::F, x: Self::F, w: Self::F) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2, and with FMA when `FUSED`.
+        unsafe {
+            if FUSED {
+                (
+                    _mm256_fmadd_ps(x.0, w.0, acc.0),
+                    _mm256_fmadd_ps(x.1, w.1, acc.1),
+                )
+            } else {
+                (
+                    _mm256_add_ps(acc.0, _mm256_mul_ps(x.0, w.0)),
+                    _mm256_add_ps(acc.1, _mm256_mul_ps(x.1, w.1)),
+                )
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn join(a: Self::F) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { _mm256_add_ps(a.0, a.1) }
+    }
+}
+
+impl Wide16 for Avx512x1 {
+    type I = __m512i;
+    type F = __m512;
+
+    #[inline(always)]
+    unsafe fn u8s(b: &[u8; 16]) -> Self::I {
+        // SAFETY (this impl's loads): `b` holds the 16 bytes the load reads.
+        unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(b.as_ptr() as *const __m128i)) }
+    }
+
+    #[inline(always)]
+    unsafe fn i8s(b: &[u8; 16]) -> Self::I {
+        // SAFETY: `b` holds the 16 bytes the load reads.
+        unsafe { _mm512_cvtepi8_epi32(_mm_loadu_si128(b.as_ptr() as *const __m128i)) }
+    }
+
+    #[inline(always)]
+    unsafe fn and(a: Self::I, mask: i32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_and_si512(a, _mm512_set1_epi32(mask)) }
+    }
+
+    #[inline(always)]
+    unsafe fn shr(a: Self::I, n: u32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_srl_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+
+    #[inline(always)]
+    unsafe fn shl(a: Self::I, n: u32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_sll_epi32(a, _mm_cvtsi32_si128(n as i32)) }
+    }
+
+    #[inline(always)]
+    unsafe fn or(a: Self::I, b: Self::I) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_or_si512(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn sub(a: Self::I, c: i32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_sub_epi32(a, _mm512_set1_epi32(c)) }
+    }
+
+    #[inline(always)]
+    unsafe fn bit(bits: u32, first: u32) -> Self::I {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe {
+            let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            let shifts = _mm512_add_epi32(_mm512_set1_epi32(first as i32), lanes);
+            _mm512_and_si512(
+                _mm512_srlv_epi32(_mm512_set1_epi32(bits as i32), shifts),
+                _mm512_set1_epi32(1),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn float(a: Self::I) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_cvtepi32_ps(a) }
+    }
+
+    #[inline(always)]
+    unsafe fn scale(a: Self::F, s: f32) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_mul_ps(a, _mm512_set1_ps(s)) }
+    }
+
+    #[inline(always)]
+    unsafe fn offset(a: Self::F, s: f32) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_add_ps(a, _mm512_set1_ps(s)) }
+    }
+
+    #[inline(always)]
+    unsafe fn minus(a: Self::F, s: f32) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_sub_ps(a, _mm512_set1_ps(s)) }
+    }
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn load(x: &[f32; 16]) -> Self::F {
+        // SAFETY: `x` holds the 16 values the load reads.
+        unsafe { _mm512_loadu_ps(x.as_ptr()) }
+    }
+
+    #[inline(always)]
+    unsafe fn step<const FUSED: bool>(acc: Self::F, x: Self::F, w: Self::F) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F (which has the fused form).
+        unsafe {
+            if FUSED {
+                _mm512_fmadd_ps(x, w, acc)
+            } else {
+                _mm512_add_ps(acc, _mm512_mul_ps(x, w))
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn join(a: Self::F) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe {
+            _mm256_add_ps(
+                _mm512_castps512_ps256(a),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))),
+            )
+        }
+    }
+}
+
+/// A weight block format decoded sixteen values at a time, exactly as its portable `decode`.
+pub(crate) trait WideBlock {
+    /// Values per block.
+    const LEN: usize;
+    /// Bytes per block.
+    const BYTES: usize;
+    /// What a block's decode needs once (its scales, widened).
+    type Scales: Copy;
+    /// The scales of block `b` (`b.len() == BYTES`).
+    fn scales(b: &[u8]) -> Self::Scales;
+    /// Values `32·c .. 32·c + 32` of block `b`, as two halves of sixteen.
+    unsafe fn group<W: Wide16>(b: &[u8], s: &Self::Scales, c: usize) -> (W::F, W::F);
+}
+
+#[inline(always)]
+fn at<const N: usize>(b: &[u8], from: usize) -> &[u8; N] {
+    b[from..from + N].try_into().unwrap_or(&[0; N])
+}
+
+#[inline(always)]
+fn half_at(b: &[u8], from: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[from], b[from + 1]]))
+}
+
+/// `Q8_0`: `q · d`.
+pub(crate) struct Q8_0;
+/// `Q4_0`: `(q - 8) · d`.
+pub(crate) struct Q4_0;
+/// `Q4_1`: `q · d + m`.
+pub(crate) struct Q4_1;
+/// `Q5_0`: `(q - 16) · d`.
+pub(crate) struct Q5_0;
+/// `Q5_1`: `q · d + m`.
+pub(crate) struct Q5_1;
+/// `Q4_K`: `d·sc · q - dmin·m`.
+pub(crate) struct Q4K;
+/// `Q5_K`: `d·sc · q - dmin·m`.
+pub(crate) struct Q5K;
+/// `Q6_K`: `d·sc · (q - 32)`.
+pub(crate) struct Q6K;
+
+impl WideBlock for Q8_0 {
+    const LEN: usize = 32;
+    const BYTES: usize = 34;
+    type Scales = f32;
+    #[inline(always)]
+    fn scales(b: &[u8]) -> f32 {
+        half_at(b, 0)
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let lo = W::i8s(at(b, 2));
+            let hi = W::i8s(at(b, 18));
+            (W::scale(W::float(lo), d), W::scale(W::float(hi), d))
+        }
+    }
+}
+
+impl WideBlock for Q4_0 {
+    const LEN: usize = 32;
+    const BYTES: usize = 18;
+    type Scales = f32;
+    #[inline(always)]
+    fn scales(b: &[u8]) -> f32 {
+        half_at(b, 0)
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let q = W::u8s(at(b, 2));
+            let lo = W::sub(W::and(q, 0x0f), 8);
+            let hi = W::sub(W::shr(q, 4), 8);
+            (W::scale(W::float(lo), d), W::scale(W::float(hi), d))
+        }
+    }
+}
+
+impl WideBlock for Q4_1 {
+    const LEN: usize = 32;
+    const BYTES: usize = 20;
+    type Scales = (f32, f32);
+    #[inline(always)]
+    fn scales(b: &[u8]) -> (f32, f32) {
+        (half_at(b, 0), half_at(b, 2))
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], &(d, m): &(f32, f32), _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let q = W::u8s(at(b, 4));
+            let lo = W::float(W::and(q, 0x0f));
+            let hi = W::float(W::shr(q, 4));
+            (W::offset(W::scale(lo, d), m), W::offset(W::scale(hi, d), m))
+        }
+    }
+}
+
+/// A 32-value block's five-bit quants: the low nibbles of `qs` then the high ones, each with
+/// bit `value` of `qh` as its fifth.
+#[inline(always)]
+unsafe fn fives<W: Wide16>(qs: &[u8; 16], qh: u32) -> (W::I, W::I) {
+    // SAFETY: the caller runs with `W`'s features.
+    unsafe {
+        let q = W::u8s(qs);
+        (
+            W::or(W::and(q, 0x0f), W::shl(W::bit(qh, 0), 4)),
+            W::or(W::shr(q, 4), W::shl(W::bit(qh, 16), 4)),
+        )
+    }
+}
+
+impl WideBlock for Q5_0 {
+    const LEN: usize = 32;
+    const BYTES: usize = 22;
+    type Scales = (f32, u32);
+    #[inline(always)]
+    fn scales(b: &[u8]) -> (f32, u32) {
+        (half_at(b, 0), u32::from_le_bytes(*at(b, 2)))
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], &(d, qh): &(f32, u32), _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let (lo, hi) = fives::<W>(at(b, 6), qh);
+            (
+                W::scale(W::float(W::sub(lo, 16)), d),
+                W::scale(W::float(W::sub(hi, 16)), d),
+            )
+        }
+    }
+}
+
+impl WideBlock for Q5_1 {
+    const LEN: usize = 32;
+    const BYTES: usize = 24;
+    type Scales = (f32, f32, u32);
+    #[inline(always)]
+    fn scales(b: &[u8]) -> (f32, f32, u32) {
+        (half_at(b, 0), half_at(b, 2), u32::from_le_bytes(*at(b, 4)))
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], &(d, m, qh): &(f32, f32, u32), _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let (lo, hi) = fives::<W>(at(b, 8), qh);
+            (
+                W::offset(W::scale(W::float(lo), d), m),
+                W::offset(W::scale(W::float(hi), d), m),
+            )
+        }
+    }
+}
+
+/// A `Q4_K`/`Q5_K` block's eight sub-block scales and minima, as its `decode` widens them.
+#[inline(always)]
+fn k_scales(b: &[u8]) -> ([f32; 8], [f32; 8]) {
+    let (d, dmin) = (half_at(b, 0), half_at(b, 2));
+    let scales = at::<12>(b, 4);
+    let mut ds = [0.0; 8];
+    let mut ms = [0.0; 8];
+    for s in 0..8 {
+        let (sc, m) = scale_min_k4(s, scales);
+        ds[s] = d * sc as f32;
+        ms[s] = dmin * m as f32;
+    }
+    (ds, ms)
+}
+
+/// Group `c` of a K-quant block's 4-bit quants in `qs` (128 bytes): bytes `32·(c/2)..` of it,
+/// their low nibbles for even `c`, high for odd.
+#[inline(always)]
+unsafe fn k_nibbles<W: Wide16>(qs: &[u8], c: usize) -> (W::I, W::I) {
+    let from = (c / 2) * 32;
+    let shift = 4 * (c % 2) as u32;
+    // SAFETY: the caller runs with `W`'s features.
+    unsafe {
+        (
+            W::and(W::shr(W::u8s(at(qs, from)), shift), 0x0f),
+            W::and(W::shr(W::u8s(at(qs, from + 16)), shift), 0x0f),
+        )
+    }
+}
+
+impl WideBlock for Q4K {
+    const LEN: usize = 256;
+    const BYTES: usize = 144;
+    type Scales = ([f32; 8], [f32; 8]);
+    #[inline(always)]
+    fn scales(b: &[u8]) -> Self::Scales {
+        k_scales(b)
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], (ds, ms): &Self::Scales, c: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let (lo, hi) = k_nibbles::<W>(&b[16..], c);
+            let (d, m) = (ds[c], ms[c]);
+            (
+                W::minus(W::scale(W::float(lo), d), m),
+                W::minus(W::scale(W::float(hi), d), m),
+            )
+        }
+    }
+}
+
+impl WideBlock for Q5K {
+    const LEN: usize = 256;
+    const BYTES: usize = 176;
+    type Scales = ([f32; 8], [f32; 8]);
+    #[inline(always)]
+    fn scales(b: &[u8]) -> Self::Scales {
+        k_scales(b)
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], (ds, ms): &Self::Scales, c: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let (lo, hi) = k_nibbles::<W>(&b[48..], c);
+            let c32 = c as u32;
+            let fifth = |from| W::shl(W::and(W::shr(W::u8s(at(b, from)), c32), 1), 4);
+            let (lo, hi) = (W::or(lo, fifth(16)), W::or(hi, fifth(32)));
+            let (d, m) = (ds[c], ms[c]);
+            (
+                W::minus(W::scale(W::float(lo), d), m),
+                W::minus(W::scale(W::float(hi), d), m),
+            )
+        }
+    }
+}
+
+impl WideBlock for Q6K {
+    const LEN: usize = 256;
+    const BYTES: usize = 210;
+    type Scales = f32;
+    #[inline(always)]
+    fn scales(b: &[u8]) -> f32 {
+        half_at(b, 208)
+    }
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, c: usize) -> (W::F, W::F) {
+        // Group c: half h = c / 4 of the block; within it, quarter s = c % 4 takes the low
+        // (s < 2) or high nibbles of ql bytes 64h + 32(s % 2) .., and bits 2s, 2s + 1 of qh
+        // bytes 32h ..; two scales of sixteen values each.
+        let (h, s) = (c / 4, c % 4);
+        let ql = 64 * h + 32 * (s % 2);
+        let qh = 128 + 32 * h;
+        let nib = 4 * (s / 2) as u32;
+        let top = 2 * s as u32;
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe {
+            let quant = |off: usize| {
+                let low = W::and(W::shr(W::u8s(at(b, ql + off)), nib), 0x0f);
+                let high = W::shl(W::and(W::shr(W::u8s(at(b, qh + off)), top), 3), 4);
+                W::float(W::sub(W::or(low, high), 32))
+            };
+            let sc = |i: usize| d * (b[192 + i] as i8) as f32;
+            (
+                W::scale(quant(0), sc(2 * c)),
+                W::scale(quant(16), sc(2 * c + 1)),
+            )
+        }
+    }
+}
+
+/// The f32 fold of the lane contract: `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
+#[inline(always)]
+unsafe fn fold(v: __m256) -> f32 {
+    let mut l = [0.0f32; LANES];
+    // SAFETY: `l` holds the 8 values the store writes.
+    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), v) };
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// The dots of `G` activation rows (`xs`, each `k` values) with one weight row `w` of
+/// `B`-blocks, into `out[..G]`: each block decoded once per group of 32 into registers and
+/// multiplied into every row.
+#[inline(always)]
+unsafe fn dots<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
+    xs: &[&[f32]],
+    w: &[u8],
+    out: &mut [f32],
+) {
+    let xs: &[&[f32]; G] = match xs.try_into() {
+        Ok(xs) => xs,
+        Err(_) => return,
+    };
+    // SAFETY (the block): the caller runs with `W`'s features; every load is of a checked
+    // array reference.
+    unsafe {
+        let mut acc = [[W::zero(); 2]; G];
+        for (b, block) in w.chunks_exact(B::BYTES).enumerate() {
+            let scales = B::scales(block);
+            for c in 0..B::LEN / 32 {
+                let (lo, hi) = B::group::<W>(block, &scales, c);
+                let from = b * B::LEN + 32 * c;
+                for (a, x) in acc.iter_mut().zip(xs) {
+                    a[0] = W::step::<FUSED>(a[0], W::load(x16(x, from)), lo);
+                    a[1] = W::step::<FUSED>(a[1], W::load(x16(x, from + 16)), hi);
+                }
+            }
+        }
+        for (o, a) in out.iter_mut().zip(&acc) {
+            *o = fold(_mm256_add_ps(W::join(a[0]), W::join(a[1])));
+        }
+    }
+}
+
+#[inline(always)]
+fn x16(x: &[f32], from: usize) -> &[f32; 16] {
+    x[from..from + 16].try_into().unwrap_or(&[0.0; 16])
+}
+
+/// The columns `cols` of `r`'s product (out: column-major, `xs.len()` values a column), for
+/// block format `B`, `G` rows of `xs` at a time.
+#[inline(always)]
+unsafe fn columns<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
+    r: &QRows<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    let m = r.xs.len();
+    let row_bytes = (r.k / B::LEN) * B::BYTES;
+    for (j, column) in cols.zip(out.chunks_exact_mut(m)) {
+        let w = r.row(j);
+        if w.len() != row_bytes || r.xs.iter().any(|x| x.len() != r.k) {
+            return;
+        }
+        let mut xs = r.xs.chunks_exact(G);
+        let mut outs = column.chunks_exact_mut(G);
+        for (x, o) in (&mut xs).zip(&mut outs) {
+            // SAFETY: the caller runs with `W`'s features.
+            unsafe { dots::<W, B, G, FUSED>(x, w, o) };
+        }
+        for (x, o) in xs.remainder().iter().zip(outs.into_remainder()) {
+            // SAFETY: as above.
+            unsafe {
+                dots::<W, B, 1, FUSED>(core::slice::from_ref(x), w, core::slice::from_mut(o))
+            };
+        }
+    }
+}
+
+/// Every block format on backend `W`; the float types (whose rows may end ragged) through
+/// the generic [`exact_dots`](super::qdot::exact_dots) on AVX2.
+#[inline(always)]
+unsafe fn by_type<W: Wide16, const G: usize, const FUSED: bool>(
+    r: &QRows<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: the caller runs with `W`'s features (which include AVX2).
+    unsafe {
+        match r.ty {
+            GgmlType::Q8_0 => columns::<W, Q8_0, G, FUSED>(r, cols, out),
+            GgmlType::Q4_0 => columns::<W, Q4_0, G, FUSED>(r, cols, out),
+            GgmlType::Q4_1 => columns::<W, Q4_1, G, FUSED>(r, cols, out),
+            GgmlType::Q5_0 => columns::<W, Q5_0, G, FUSED>(r, cols, out),
+            GgmlType::Q5_1 => columns::<W, Q5_1, G, FUSED>(r, cols, out),
+            GgmlType::Q4_K => columns::<W, Q4K, G, FUSED>(r, cols, out),
+            GgmlType::Q5_K => columns::<W, Q5K, G, FUSED>(r, cols, out),
+            GgmlType::Q6_K => columns::<W, Q6K, G, FUSED>(r, cols, out),
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => match (FUSED, Avx2Fma::detect()) {
+                (true, Some(s)) => super::qdot::exact_columns(s, Native, r, cols, out),
+                _ => match Avx2::detect() {
+                    Some(s) => super::qdot::exact_columns(s, Unfused, r, cols, out),
+                    None => super::qdot::exact_columns(super::simd::Scalar, Unfused, r, cols, out),
+                },
+            },
+        }
+    }
+}
+
+/// Exact mode's columns on AVX2, two rows at a time, unfused (the portable bits).
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn exact_avx2(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY: AVX2 is enabled here and the caller checked the CPU has it.
+    unsafe { by_type::<Avx2x2, 2, false>(r, cols, out) }
+}
+
+/// [`exact_avx2`] with each multiply-add of the dot fused (the native mode).
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn exact_avx2_fma(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY: AVX2 and FMA are enabled here and the caller checked the CPU has them.
+    unsafe { by_type::<Avx2x2, 2, true>(r, cols, out) }
+}
+
+/// Exact mode's columns on AVX-512F, four rows at a time, unfused (the portable bits).
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and AVX-512F.
+#[target_feature(enable = "avx2,avx512f")]
+pub(crate) unsafe fn exact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY: the features are enabled here and the caller checked the CPU has them.
+    unsafe { by_type::<Avx512x1, 4, false>(r, cols, out) }
+}
+
+/// [`exact_avx512`] with each multiply-add of the dot fused (the native mode).
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and AVX-512F.
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(crate) unsafe fn exact_avx512_fma(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY: the features are enabled here and the caller checked the CPU has them.
+    unsafe { by_type::<Avx512x1, 4, true>(r, cols, out) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::f32_to_f16;
+
+    /// `rows` rows of `k` values of `ty`: pseudo-random bytes with every f16 scale set to a
+    /// moderate value of either sign (no infinity, no NaN).
+    fn weight(ty: GgmlType, rows: usize, k: usize) -> Vec<u8> {
+        let mut state = 0x9e37_79b9u32 ^ ty.id();
+        let mut next = move || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            state >> 8
+        };
+        let len = rows * ty.row_bytes(k).unwrap();
+        let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let fields: &[usize] = match ty {
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
+            GgmlType::Q6_K => &[208],
+            _ => &[0, 2],
+        };
+        for block in bytes.chunks_exact_mut(ty.block_bytes()) {
+            for &at in fields {
+                let v = (next() as f32 / (1u32 << 24) as f32 - 0.5) * 0.1;
+                block[at..at + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+            }
+        }
+        bytes
+    }
+
+    // Small enough for miri, which runs it in CI's build with AVX2 enabled: three activation
+    // rows (a pair and a single), three weight rows, two blocks each.
+    #[test]
+    fn avx2_decoders_give_the_portable_bits_for_every_block_format() {
+        if Avx2::detect().is_none() {
+            return; // nothing to compare on this CPU; the portable loop is the only one
+        }
+        let quantized = [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ];
+        for ty in quantized {
+            let (n, k) = (3, 2 * ty.block_len());
+            let w = weight(ty, n, k);
+            let x: Vec<Vec<f32>> = (0..3)
+                .map(|r| {
+                    (0..k)
+                        .map(|i| ((i * 7 + r * 13) % 29) as f32 / 8.0 - 1.5)
+                        .collect()
+                })
+                .collect();
+            let xs: Vec<&[f32]> = x.iter().map(|r| r.as_slice()).collect();
+            let rows = QRows {
+                ty,
+                xs: &xs,
+                w: &w,
+                row_bytes: ty.row_bytes(k).unwrap(),
+                k,
+            };
+            let mut want = [0.0f32; 9];
+            super::super::qdot::exact_portable(&rows, 0..n, &mut want);
+            let mut got = [0.0f32; 9];
+            // SAFETY: `Avx2::detect` found AVX2 on this CPU.
+            unsafe { exact_avx2(&rows, 0..n, &mut got) };
+            assert_eq!(got.map(f32::to_bits), want.map(f32::to_bits), "{ty}");
+            assert!(
+                want.iter().all(|v| v.is_finite() && *v != 0.0),
+                "{ty}: {want:?}"
+            );
+        }
+    }
+}
