@@ -361,7 +361,7 @@ impl BlockQ5_1 {
 
 /// The scales and minima of a K-quant block as f32: `d·sc[s]` and `dmin·m[s]`.
 #[inline(always)]
-fn k_scales(d: u16, dmin: u16, scales: &[u8; 12]) -> ([f32; 8], [f32; 8]) {
+pub(crate) fn k_scales(d: u16, dmin: u16, scales: &[u8; 12]) -> ([f32; 8], [f32; 8]) {
     let (d, dmin) = (f16_to_f32(d), f16_to_f32(dmin));
     let mut ds = [0.0; 8];
     let mut ms = [0.0; 8];

@@ -21,7 +21,7 @@ use core::ops::Range;
 
 use super::qdot::QRows;
 use super::simd::{Avx2, Avx2Fma, Native, Unfused, LANES};
-use crate::quant::{f16_to_f32, scale_min_k4, GgmlType};
+use crate::quant::{f16_to_f32, GgmlType};
 
 /// Sixteen i32 or f32 lanes on one backend: what a decoder produces per half of a group of
 /// 32 values. Every method is `#[inline(always)]` and may only run inside a function compiled
@@ -514,16 +514,8 @@ impl WideBlock for Q5_1 {
 /// A `Q4_K`/`Q5_K` block's eight sub-block scales and minima, as its `decode` widens them.
 #[inline(always)]
 fn k_scales(b: &[u8]) -> ([f32; 8], [f32; 8]) {
-    let (d, dmin) = (half_at(b, 0), half_at(b, 2));
-    let scales = at::<12>(b, 4);
-    let mut ds = [0.0; 8];
-    let mut ms = [0.0; 8];
-    for s in 0..8 {
-        let (sc, m) = scale_min_k4(s, scales);
-        ds[s] = d * sc as f32;
-        ms[s] = dmin * m as f32;
-    }
-    (ds, ms)
+    let half = |from| u16::from_le_bytes(*at::<2>(b, from));
+    crate::quant::k_scales(half(0), half(2), at::<12>(b, 4))
 }
 
 /// Group `c` of a K-quant block's 4-bit quants in `qs` (128 bytes): bytes `32·(c/2)..` of it,
