@@ -330,16 +330,10 @@ pub fn every_ggml_type() -> GgufWriter {
 /// The seed inputs of the `gguf_parse` fuzz target (`fuzz/regressions/gguf_parse/`).
 pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     vec![
+        ("valid_v2_every_metadata_type", every_type(2).to_bytes()),
+        ("valid_v3_every_metadata_type", every_type(3).to_bytes()),
         (
-            "valid_v2_every_metadata_type.gguf",
-            every_type(2).to_bytes(),
-        ),
-        (
-            "valid_v3_every_metadata_type.gguf",
-            every_type(3).to_bytes(),
-        ),
-        (
-            "valid_v3_every_ggml_type_aligned_64.gguf",
+            "valid_v3_every_ggml_type_aligned_64",
             every_ggml_type().to_bytes(),
         ),
     ]
