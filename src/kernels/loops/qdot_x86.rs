@@ -21,7 +21,10 @@ use core::ops::Range;
 
 use super::qdot::QRows;
 use super::simd::{Avx2, Avx2Fma, Native, Unfused, LANES};
-use crate::quant::{f16_to_f32, GgmlType};
+use crate::quant::{
+    f16_to_f32, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
+    BlockQ8_0, GgmlType,
+};
 
 /// Sixteen i32 or f32 lanes on one backend: what a decoder produces per half of a group of
 /// 32 values. Every method is `#[inline(always)]` and may only run inside a function compiled
@@ -79,7 +82,7 @@ impl Wide16 for Avx2x2 {
 
     #[inline(always)]
     unsafe fn u8s(b: &[u8; 16]) -> Self::I {
-        // SAFETY (this impl's loads): `b` holds 16 bytes; each 8-byte load reads half of them.
+        // SAFETY (this impl's loads): `b` holds the 16 bytes the one 16-byte load reads.
         let p = b.as_ptr() as *const __m128i;
         unsafe {
             let v = _mm_loadu_si128(p);
@@ -397,8 +400,8 @@ pub(crate) struct Q5K;
 pub(crate) struct Q6K;
 
 impl WideBlock for Q8_0 {
-    const LEN: usize = 32;
-    const BYTES: usize = 34;
+    const LEN: usize = BlockQ8_0::LEN;
+    const BYTES: usize = BlockQ8_0::BYTES;
     type Scales = f32;
     #[inline(always)]
     fn scales(b: &[u8]) -> f32 {
@@ -416,8 +419,8 @@ impl WideBlock for Q8_0 {
 }
 
 impl WideBlock for Q4_0 {
-    const LEN: usize = 32;
-    const BYTES: usize = 18;
+    const LEN: usize = BlockQ4_0::LEN;
+    const BYTES: usize = BlockQ4_0::BYTES;
     type Scales = f32;
     #[inline(always)]
     fn scales(b: &[u8]) -> f32 {
@@ -436,8 +439,8 @@ impl WideBlock for Q4_0 {
 }
 
 impl WideBlock for Q4_1 {
-    const LEN: usize = 32;
-    const BYTES: usize = 20;
+    const LEN: usize = BlockQ4_1::LEN;
+    const BYTES: usize = BlockQ4_1::BYTES;
     type Scales = (f32, f32);
     #[inline(always)]
     fn scales(b: &[u8]) -> (f32, f32) {
@@ -470,8 +473,8 @@ unsafe fn fives<W: Wide16>(qs: &[u8; 16], qh: u32) -> (W::I, W::I) {
 }
 
 impl WideBlock for Q5_0 {
-    const LEN: usize = 32;
-    const BYTES: usize = 22;
+    const LEN: usize = BlockQ5_0::LEN;
+    const BYTES: usize = BlockQ5_0::BYTES;
     type Scales = (f32, u32);
     #[inline(always)]
     fn scales(b: &[u8]) -> (f32, u32) {
@@ -491,8 +494,8 @@ impl WideBlock for Q5_0 {
 }
 
 impl WideBlock for Q5_1 {
-    const LEN: usize = 32;
-    const BYTES: usize = 24;
+    const LEN: usize = BlockQ5_1::LEN;
+    const BYTES: usize = BlockQ5_1::BYTES;
     type Scales = (f32, f32, u32);
     #[inline(always)]
     fn scales(b: &[u8]) -> (f32, f32, u32) {
@@ -534,8 +537,8 @@ unsafe fn k_nibbles<W: Wide16>(qs: &[u8], c: usize) -> (W::I, W::I) {
 }
 
 impl WideBlock for Q4K {
-    const LEN: usize = 256;
-    const BYTES: usize = 144;
+    const LEN: usize = BlockQ4_K::LEN;
+    const BYTES: usize = BlockQ4_K::BYTES;
     type Scales = ([f32; 8], [f32; 8]);
     #[inline(always)]
     fn scales(b: &[u8]) -> Self::Scales {
@@ -556,8 +559,8 @@ impl WideBlock for Q4K {
 }
 
 impl WideBlock for Q5K {
-    const LEN: usize = 256;
-    const BYTES: usize = 176;
+    const LEN: usize = BlockQ5_K::LEN;
+    const BYTES: usize = BlockQ5_K::BYTES;
     type Scales = ([f32; 8], [f32; 8]);
     #[inline(always)]
     fn scales(b: &[u8]) -> Self::Scales {
@@ -581,8 +584,8 @@ impl WideBlock for Q5K {
 }
 
 impl WideBlock for Q6K {
-    const LEN: usize = 256;
-    const BYTES: usize = 210;
+    const LEN: usize = BlockQ6_K::LEN;
+    const BYTES: usize = BlockQ6_K::BYTES;
     type Scales = f32;
     #[inline(always)]
     fn scales(b: &[u8]) -> f32 {
@@ -670,13 +673,15 @@ unsafe fn columns<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) {
+    // `quant_linear` checked the shapes; operands that do not fit `B` would only read short.
+    let whole_blocks = r.k.is_multiple_of(B::LEN) && r.row_bytes == (r.k / B::LEN) * B::BYTES;
+    debug_assert!(whole_blocks && r.xs.iter().all(|x| x.len() == r.k));
+    if !whole_blocks {
+        return;
+    }
     let m = r.xs.len();
-    let row_bytes = (r.k / B::LEN) * B::BYTES;
     for (j, column) in cols.zip(out.chunks_exact_mut(m)) {
         let w = r.row(j);
-        if w.len() != row_bytes || r.xs.iter().any(|x| x.len() != r.k) {
-            return;
-        }
         let mut xs = r.xs.chunks_exact(G);
         let mut outs = column.chunks_exact_mut(G);
         for (x, o) in (&mut xs).zip(&mut outs) {
