@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use super::config::KernelConfig;
 use super::decoder::DECODER_PARALLEL_MIN_WORK;
 use super::error::scratch;
-use super::loops::qdot::{QDot, QRows};
+use super::loops::qdot::{Q8Rows, Q8Side, QDot, QRows};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::quant::{
@@ -237,28 +237,28 @@ pub fn quant_linear_with<'a>(
     let q8 = mode == Activations::Q8;
     match w.ty {
         GgmlType::Q8_0 if q8 => {
-            run_q8::<BlockQ8_0>(&run, &xs, w, quant::quantize_row_q8_0, &mut out)
+            run_q8::<BlockQ8_0>(config, &run, &xs, w, quant::quantize_row_q8_0, &mut out)
         }
         GgmlType::Q4_0 if q8 => {
-            run_q8::<BlockQ4_0>(&run, &xs, w, quant::quantize_row_q8_0, &mut out)
+            run_q8::<BlockQ4_0>(config, &run, &xs, w, quant::quantize_row_q8_0, &mut out)
         }
         GgmlType::Q5_0 if q8 => {
-            run_q8::<BlockQ5_0>(&run, &xs, w, quant::quantize_row_q8_0, &mut out)
+            run_q8::<BlockQ5_0>(config, &run, &xs, w, quant::quantize_row_q8_0, &mut out)
         }
         GgmlType::Q4_1 if q8 => {
-            run_q8::<BlockQ4_1>(&run, &xs, w, quant::quantize_row_q8_1, &mut out)
+            run_q8::<BlockQ4_1>(config, &run, &xs, w, quant::quantize_row_q8_1, &mut out)
         }
         GgmlType::Q5_1 if q8 => {
-            run_q8::<BlockQ5_1>(&run, &xs, w, quant::quantize_row_q8_1, &mut out)
+            run_q8::<BlockQ5_1>(config, &run, &xs, w, quant::quantize_row_q8_1, &mut out)
         }
         GgmlType::Q4_K if q8 => {
-            run_q8::<BlockQ4_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
+            run_q8::<BlockQ4_K>(config, &run, &xs, w, quant::quantize_row_q8_K, &mut out)
         }
         GgmlType::Q5_K if q8 => {
-            run_q8::<BlockQ5_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
+            run_q8::<BlockQ5_K>(config, &run, &xs, w, quant::quantize_row_q8_K, &mut out)
         }
         GgmlType::Q6_K if q8 => {
-            run_q8::<BlockQ6_K>(&run, &xs, w, quant::quantize_row_q8_K, &mut out)
+            run_q8::<BlockQ6_K>(config, &run, &xs, w, quant::quantize_row_q8_K, &mut out)
         }
         _ => run_exact(config, &run, &xs, w, &mut out),
     }?;
@@ -335,18 +335,17 @@ fn run_exact(
 /// An activation quantizer (`quant::quantize_row_q8_*`).
 type Quantizer<A> = fn(&[f32], &mut [A]) -> Result<(), QuantError>;
 
-/// Q8 mode: every row of `x` quantized once into `W`'s activation blocks, then each column's
-/// weight row dotted with each.
+/// Q8 mode: every row of `x` quantized once into `W`'s activation blocks (with their scales
+/// widened once, [`Q8Side`]), then each column's weight row dotted with each, by the loop
+/// `config`'s variant has (every variant gives the portable bits).
 fn run_q8<W: QDot>(
+    config: &KernelConfig,
     run: &Columns<'_>,
     xs: &[&[f32]],
     w: &QMatrix<'_>,
     quantize: Quantizer<W::Act>,
     out: &mut Tensor,
-) -> Result<(), KernelError>
-where
-    W::Act: Default,
-{
+) -> Result<(), KernelError> {
     const OP: &str = "quant_linear";
     let per_row = w.cols / W::LEN;
     let total = per_row.checked_mul(xs.len()).ok_or(KernelError::Scratch {
@@ -354,23 +353,29 @@ where
         elements: usize::MAX,
     })?;
     let mut acts: Vec<W::Act> = Vec::new();
-    acts.try_reserve_exact(total)
-        .map_err(|_| KernelError::Scratch {
-            op: OP,
-            elements: total,
-        })?;
+    let mut side: Vec<Q8Side> = Vec::new();
+    let room = acts
+        .try_reserve_exact(total)
+        .and_then(|()| side.try_reserve_exact(total));
+    room.map_err(|_| KernelError::Scratch {
+        op: OP,
+        elements: total,
+    })?;
     acts.resize(total, W::Act::default());
     for (x, a) in xs.iter().zip(acts.chunks_exact_mut(per_row)) {
         quantize(x, a)?;
     }
-    run.run(out.data_mut(), &|cols, values| {
-        for (j, values) in cols.zip(values.chunks_exact_mut(run.m)) {
-            let row = w.row_or_empty(j);
-            for (v, a) in values.iter_mut().zip(acts.chunks_exact(per_row)) {
-                *v = W::dot_row(row, a);
-            }
-        }
-    })
+    side.extend(acts.iter().map(Q8Side::of));
+    let rows = Q8Rows {
+        acts: W::acts(&acts),
+        side: &side,
+        w: w.bytes,
+        row_bytes: w.row_bytes,
+        blocks: per_row,
+        m: run.m,
+    };
+    let kernel = config.kernels().q8;
+    run.run(out.data_mut(), &|cols, values| kernel(&rows, cols, values))
 }
 
 /// The rows `ids` of a quantized table (`table.rows()` rows of `table.cols()` values), each

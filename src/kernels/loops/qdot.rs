@@ -36,10 +36,160 @@ use crate::quant::{
 /// A weight block format's q8-mode dot with its activation format.
 pub(crate) trait QDot: Block {
     /// The activation block (`vec_dot_type`).
-    type Act: Copy + Send + Sync;
+    type Act: Q8Act;
     /// The dot of a weight row (`w`: whole blocks) with its activations (one block per weight
     /// block).
     fn dot_row(w: &[u8], a: &[Self::Act]) -> f32;
+    /// The activations `a`, named by this weight format.
+    fn acts(a: &[Self::Act]) -> Q8Acts<'_>;
+}
+
+/// An activation block of the q8 mode, with what a vector loop wants of it widened once.
+pub(crate) trait Q8Act: Copy + Send + Sync + Default {
+    /// The block's scale as f32 (exact: an f16 widened, or the f32 itself).
+    fn scale(&self) -> f32;
+    /// `Q8_1`'s `s` as f32; `0` for the other formats.
+    fn min(&self) -> f32 {
+        0.0
+    }
+    /// The sum of the 32-value block's quants; `0` for `Q8_K` (which carries its `bsums`).
+    fn qsum(&self) -> i32 {
+        0
+    }
+}
+
+impl Q8Act for BlockQ8_0 {
+    fn scale(&self) -> f32 {
+        f16_to_f32(self.d)
+    }
+    fn qsum(&self) -> i32 {
+        self.qs.iter().map(|&q| q as i32).sum()
+    }
+}
+
+impl Q8Act for BlockQ8_1 {
+    fn scale(&self) -> f32 {
+        f16_to_f32(self.d)
+    }
+    fn min(&self) -> f32 {
+        f16_to_f32(self.s)
+    }
+    fn qsum(&self) -> i32 {
+        self.qs.iter().map(|&q| q as i32).sum()
+    }
+}
+
+impl Q8Act for BlockQ8_K {
+    fn scale(&self) -> f32 {
+        self.d
+    }
+}
+
+/// One activation block's values widened once per call ([`Q8Act`]): what the vector loops
+/// read instead of converting them again for every weight row.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Q8Side {
+    /// [`Q8Act::scale`].
+    pub scale: f32,
+    /// [`Q8Act::min`].
+    pub min: f32,
+    /// [`Q8Act::qsum`].
+    pub qsum: i32,
+}
+
+impl Q8Side {
+    /// The side values of `a`.
+    pub(crate) fn of<A: Q8Act>(a: &A) -> Self {
+        Self {
+            scale: a.scale(),
+            min: a.min(),
+            qsum: a.qsum(),
+        }
+    }
+}
+
+/// A q8-mode call's quantized activations, named by the weight format they go with (so a
+/// weight and activations of different formats cannot meet).
+#[derive(Clone, Copy)]
+pub(crate) enum Q8Acts<'a> {
+    /// `Q8_0` weights.
+    Q8_0(&'a [BlockQ8_0]),
+    /// `Q4_0` weights.
+    Q4_0(&'a [BlockQ8_0]),
+    /// `Q5_0` weights.
+    Q5_0(&'a [BlockQ8_0]),
+    /// `Q4_1` weights.
+    Q4_1(&'a [BlockQ8_1]),
+    /// `Q5_1` weights.
+    Q5_1(&'a [BlockQ8_1]),
+    /// `Q4_K` weights.
+    Q4K(&'a [BlockQ8_K]),
+    /// `Q5_K` weights.
+    Q5K(&'a [BlockQ8_K]),
+    /// `Q6_K` weights.
+    Q6K(&'a [BlockQ8_K]),
+}
+
+/// One call's q8-mode operands: `m` activation rows of `blocks` blocks each (`acts`, row after
+/// row, with `side` beside them) against weight rows of as many blocks, `row_bytes` bytes
+/// each, back to back in `w`.
+pub(crate) struct Q8Rows<'a> {
+    /// The activation blocks.
+    pub acts: Q8Acts<'a>,
+    /// Each activation block's widened values, in the same order.
+    pub side: &'a [Q8Side],
+    /// The weight's bytes.
+    pub w: &'a [u8],
+    /// Bytes per weight row.
+    pub row_bytes: usize,
+    /// Blocks per row.
+    pub blocks: usize,
+    /// Activation rows.
+    pub m: usize,
+}
+
+impl<'a> Q8Rows<'a> {
+    /// Weight row `j`'s bytes (none past the end, which no caller asks for).
+    #[inline(always)]
+    pub(crate) fn row(&self, j: usize) -> &'a [u8] {
+        let at = j.saturating_mul(self.row_bytes);
+        self.w
+            .get(at..at.saturating_add(self.row_bytes))
+            .unwrap_or(&[])
+    }
+}
+
+/// A compiled q8-mode loop: the output columns `cols` of `r`'s product into `out`,
+/// column-major (`r.m` values a column). Every variant gives the bits of [`q8_portable`].
+pub(crate) type Q8Fn = fn(&Q8Rows<'_>, core::ops::Range<usize>, &mut [f32]);
+
+/// The q8-mode columns `cols` of weight format `W` with the activations `acts`.
+fn q8_columns<W: QDot>(
+    r: &Q8Rows<'_>,
+    acts: &[W::Act],
+    cols: core::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    for (j, values) in cols.zip(out.chunks_exact_mut(r.m)) {
+        let row = r.row(j);
+        for (v, a) in values.iter_mut().zip(acts.chunks_exact(r.blocks)) {
+            *v = W::dot_row(row, a);
+        }
+    }
+}
+
+/// The q8-mode columns in plain Rust: the definition ([`QDot::dot_row`] per output).
+pub(crate) fn q8_portable(r: &Q8Rows<'_>, cols: core::ops::Range<usize>, out: &mut [f32]) {
+    match r.acts {
+        Q8Acts::Q8_0(a) => q8_columns::<BlockQ8_0>(r, a, cols, out),
+        Q8Acts::Q4_0(a) => q8_columns::<BlockQ4_0>(r, a, cols, out),
+        Q8Acts::Q5_0(a) => q8_columns::<BlockQ5_0>(r, a, cols, out),
+        Q8Acts::Q4_1(a) => q8_columns::<BlockQ4_1>(r, a, cols, out),
+        Q8Acts::Q5_1(a) => q8_columns::<BlockQ5_1>(r, a, cols, out),
+        Q8Acts::Q4K(a) => q8_columns::<BlockQ4_K>(r, a, cols, out),
+        Q8Acts::Q5K(a) => q8_columns::<BlockQ5_K>(r, a, cols, out),
+        Q8Acts::Q6K(a) => q8_columns::<BlockQ6_K>(r, a, cols, out),
+    }
 }
 
 /// The 32 weight quants of a 32-value block, as the signed integers they multiply.
@@ -75,6 +225,9 @@ fn isum(w: &[i32; 32], a: &[i8; 32]) -> i32 {
 
 impl QDot for BlockQ8_0 {
     type Act = BlockQ8_0;
+    fn acts(a: &[BlockQ8_0]) -> Q8Acts<'_> {
+        Q8Acts::Q8_0(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_0]) -> f32 {
         let mut sum = 0.0f32;
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
@@ -92,6 +245,9 @@ impl QDot for BlockQ8_0 {
 
 impl QDot for BlockQ4_0 {
     type Act = BlockQ8_0;
+    fn acts(a: &[BlockQ8_0]) -> Q8Acts<'_> {
+        Q8Acts::Q4_0(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_0]) -> f32 {
         let mut sum = 0.0f32;
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
@@ -105,6 +261,9 @@ impl QDot for BlockQ4_0 {
 
 impl QDot for BlockQ5_0 {
     type Act = BlockQ8_0;
+    fn acts(a: &[BlockQ8_0]) -> Q8Acts<'_> {
+        Q8Acts::Q5_0(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_0]) -> f32 {
         let mut sum = 0.0f32;
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
@@ -118,6 +277,9 @@ impl QDot for BlockQ5_0 {
 
 impl QDot for BlockQ4_1 {
     type Act = BlockQ8_1;
+    fn acts(a: &[BlockQ8_1]) -> Q8Acts<'_> {
+        Q8Acts::Q4_1(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_1]) -> f32 {
         let mut sum = 0.0f32;
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
@@ -132,6 +294,9 @@ impl QDot for BlockQ4_1 {
 
 impl QDot for BlockQ5_1 {
     type Act = BlockQ8_1;
+    fn acts(a: &[BlockQ8_1]) -> Q8Acts<'_> {
+        Q8Acts::Q5_1(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_1]) -> f32 {
         let mut sum = 0.0f32;
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
@@ -204,6 +369,9 @@ fn k_scales_mins(scales: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 
 impl QDot for BlockQ4_K {
     type Act = BlockQ8_K;
+    fn acts(a: &[BlockQ8_K]) -> Q8Acts<'_> {
+        Q8Acts::Q4K(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
         k_min_dot::<Self>(w, a, |b| {
             let q = core::array::from_fn(|e| {
@@ -218,6 +386,9 @@ impl QDot for BlockQ4_K {
 
 impl QDot for BlockQ5_K {
     type Act = BlockQ8_K;
+    fn acts(a: &[BlockQ8_K]) -> Q8Acts<'_> {
+        Q8Acts::Q5K(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
         k_min_dot::<Self>(w, a, |b| {
             let q = core::array::from_fn(|e| {
@@ -236,6 +407,9 @@ impl QDot for BlockQ5_K {
 
 impl QDot for BlockQ6_K {
     type Act = BlockQ8_K;
+    fn acts(a: &[BlockQ8_K]) -> Q8Acts<'_> {
+        Q8Acts::Q6K(a)
+    }
     fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
         let mut lanes = [0.0f32; 8];
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
