@@ -15,7 +15,7 @@ use super::loops::attend::wide::Narrow;
 use super::loops::attend::{attend_head, Head};
 use super::loops::gemm::{gemm_tile, GemmTile, Vectors};
 use super::loops::matvec::{skinny, Skinny};
-use super::loops::qdot::{exact_native, exact_portable, QExactFn};
+use super::loops::qdot::{exact_native, exact_portable, q8_portable, Q8Fn, QExactFn};
 use super::loops::simd::{MulAdd, Native, Scalar, Simd, Unfused};
 use crate::registry::{KernelProvider, KernelRegistry};
 use crate::sync::{Arc, Once};
@@ -42,6 +42,8 @@ pub struct CpuKernels {
     pub(crate) gemm: PerMode<GemmFn>,
     pub(crate) skinny: PerMode<SkinnyFn>,
     pub(crate) qexact: PerMode<QExactFn>,
+    /// The q8 mode's loop: one for both precisions (its arithmetic has no fused form).
+    pub(crate) q8: Q8Fn,
 }
 
 impl core::fmt::Debug for CpuKernels {
@@ -146,6 +148,7 @@ impl CpuKernels {
             gemm: gemm_modes::<Scalar>(),
             skinny: skinny_modes::<Scalar>(),
             qexact: QEXACT_PORTABLE,
+            q8: q8_portable,
         }
     }
 }
@@ -167,6 +170,7 @@ mod x86 {
             gemm: gemm_modes::<Sse2>(),
             skinny: skinny_modes::<Sse2>(),
             qexact: QEXACT_PORTABLE,
+            q8: q8_portable,
         }
     }
 
@@ -175,9 +179,9 @@ mod x86 {
         use super::*;
         use crate::kernels::loops::attend::wide::Avx512Attend;
         use crate::kernels::loops::gemm_avx512::{Avx512, Step};
-        use crate::kernels::loops::qdot::QRows;
-        use crate::kernels::loops::qdot_x86;
+        use crate::kernels::loops::qdot::{Q8Rows, QRows};
         use crate::kernels::loops::simd::{Avx2, Avx2Fma};
+        use crate::kernels::loops::{qdot8_x86, qdot_x86};
         use core::ops::Range;
 
         fn has_avx2() -> bool {
@@ -339,6 +343,14 @@ mod x86 {
             }
         }
 
+        fn q8_avx2(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
+            match Avx2::detect() {
+                // SAFETY: the token exists, so the CPU supports AVX2.
+                Some(_) => unsafe { qdot8_x86::q8_avx2(r, cols, out) },
+                None => q8_portable(r, cols, out),
+            }
+        }
+
         fn qexact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
             match (Avx2::detect(), Avx512::detect(Step::Unfused)) {
                 // SAFETY: both tokens exist, so the CPU supports AVX2 and AVX-512F.
@@ -417,6 +429,7 @@ mod x86 {
                     portable: qexact_avx2,
                     native: qexact_avx2_native,
                 },
+                q8: q8_avx2,
             }
         }
     }
@@ -446,6 +459,7 @@ mod aarch64 {
             gemm: gemm_modes::<Neon>(),
             skinny: skinny_modes::<Neon>(),
             qexact: QEXACT_PORTABLE,
+            q8: q8_portable,
         }
     }
 }

@@ -11,7 +11,8 @@
 //! * [`matvec`] — a column range of a product with few rows (a decode step's matvec);
 //! * [`qdot`] — the dot products over quantized weight rows: q8 mode (integer, llama.cpp's
 //!   combination) and exact mode (decoded a block at a time, in lanes); `qdot_x86` —
-//!   exact mode decoded straight into AVX2 or AVX-512 registers;
+//!   exact mode decoded straight into AVX2 or AVX-512 registers; `qdot8_x86` — q8 mode's
+//!   integer dots in AVX2;
 //! * [`norm`], [`rope`], [`gate`] — one row of the decoder ops: RMS normalisation, rotary
 //!   position embedding, the SiLU gate (plain fixed-order loops, the same bits on every
 //!   backend, so they need no compiled variants).
@@ -31,6 +32,8 @@ pub(crate) mod matvec;
 pub(crate) mod norm;
 pub(crate) mod panel;
 pub(crate) mod qdot;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub(crate) mod qdot8_x86;
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 pub(crate) mod qdot_x86;
 pub(crate) mod rope;

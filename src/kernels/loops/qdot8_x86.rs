@@ -1,0 +1,451 @@
+//! The q8 mode's dot products on AVX2: the integer part of each block in vectors, the float
+//! part exactly as the portable loop of `qdot.rs` combines it.
+//!
+//! A block's integer dot `Σ q·a` is exact in any order (its terms and partial sums are small
+//! integers), so it is free to take the instructions that suit the machine:
+//!
+//! * the unsigned-quant formats (`Q4_0`, `Q4_1`, `Q5_0`, `Q5_1`: quants `0..32`) multiply the
+//!   quants as unsigned bytes into the activations' signed bytes, pairs summed into i16
+//!   (`vpmaddubsw`: at most `2·31·128`, never saturating), then into i32 (`vpmaddwd` by ones);
+//!   a format's offset (`−8`, `−16`) comes off afterwards as `offset · Σa`, the activation
+//!   block's quant sum computed once per call ([`Q8Side`]);
+//! * `Q8_0`'s signed quants widen to i16 and multiply pairwise into i32 (`vpmaddwd`), exact
+//!   for every byte (−128 included, where the sign trick of llama.cpp's AVX2 code is not);
+//! * four blocks' eight i32 partials are reduced at once (`vphaddd` twice, the halves added).
+//!
+//! Each block's float step then runs in scalar code in the portable order with the same
+//! operands (the activation scales widened once per call, exact), block after block, so
+//! every output has the portable bits. The K-quants still take the portable loop.
+
+use core::arch::x86_64::*;
+use core::ops::Range;
+
+use super::qdot::{q8_portable, Q8Acts, Q8Rows, Q8Side};
+use crate::quant::{f16_to_f32, BlockQ8_0, BlockQ8_1};
+
+/// A 32-value weight format on the AVX2 path. Its methods may only run inside a function
+/// compiled with AVX2, on a CPU that has it.
+trait Small {
+    /// Bytes per block.
+    const BYTES: usize;
+    /// Subtracted from each of [`quants`](Self::quants)' bytes to give the block's integer.
+    const OFFSET: i32;
+    /// The activation block.
+    type Act;
+    /// The activation block's 32 quants.
+    fn act_quants(a: &Self::Act) -> &[i8; 32];
+    /// The 32 quants of the block `b` (at least [`BYTES`](Self::BYTES) bytes), value order:
+    /// unsigned bytes, or signed ones for `Q8_0`.
+    unsafe fn quants(b: &[u8]) -> __m256i;
+    /// Eight i32 partial sums of `Σ quants · a` (`a`: the activation's 32 signed bytes).
+    #[inline(always)]
+    unsafe fn dot(q: __m256i, a: __m256i) -> __m256i {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), _mm256_set1_epi16(1)) }
+    }
+    /// The portable step: `sum` after a block whose integer dot is `i`, of the weight block `b`
+    /// and the activation block with the side values `s`.
+    fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32;
+}
+
+/// An f16 scale at `b[at..at + 2]`, widened (`0` past the end, which no caller reaches).
+#[inline(always)]
+fn half(b: &[u8], at: usize) -> f32 {
+    match b.get(at..at + 2) {
+        Some(&[lo, hi]) => f16_to_f32(u16::from_le_bytes([lo, hi])),
+        _ => 0.0,
+    }
+}
+
+/// The 32 nibbles of `qs[0..16]` as bytes: the low ones first, then the high ones.
+#[inline(always)]
+unsafe fn nibbles(b: &[u8], at: usize) -> __m256i {
+    debug_assert!(b.len() >= at + 16);
+    // SAFETY: the callers pass a block of `BYTES` bytes whose 16 quant bytes start at `at`.
+    unsafe {
+        let v = _mm_loadu_si128(b.as_ptr().add(at) as *const __m128i);
+        let m = _mm_set1_epi8(0x0f);
+        _mm256_set_m128i(
+            _mm_and_si128(_mm_srli_epi16::<4>(v), m),
+            _mm_and_si128(v, m),
+        )
+    }
+}
+
+/// `0x10` in byte `j` where bit `j` of the little-endian `qh` at `b[at..at + 4]` is set.
+#[inline(always)]
+unsafe fn fifth_bits(b: &[u8], at: usize) -> __m256i {
+    let qh = match b.get(at..at + 4) {
+        Some(&[b0, b1, b2, b3]) => u32::from_le_bytes([b0, b1, b2, b3]),
+        _ => 0,
+    };
+    // SAFETY: register-only; the caller runs with AVX2.
+    unsafe {
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(qh as i32),
+            _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                3, 3, 3, 3,
+            ),
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Q8_0;
+#[derive(Clone, Copy)]
+struct Q4_0;
+#[derive(Clone, Copy)]
+struct Q5_0;
+#[derive(Clone, Copy)]
+struct Q4_1;
+#[derive(Clone, Copy)]
+struct Q5_1;
+
+impl Small for Q8_0 {
+    const BYTES: usize = crate::quant::BlockQ8_0::BYTES;
+    const OFFSET: i32 = 0;
+    type Act = BlockQ8_0;
+    fn act_quants(a: &BlockQ8_0) -> &[i8; 32] {
+        &a.qs
+    }
+    #[inline(always)]
+    unsafe fn quants(b: &[u8]) -> __m256i {
+        debug_assert!(b.len() >= Self::BYTES);
+        // SAFETY: `b` holds a block; its 32 quant bytes start at 2.
+        unsafe { _mm256_loadu_si256(b.as_ptr().add(2) as *const __m256i) }
+    }
+    #[inline(always)]
+    unsafe fn dot(q: __m256i, a: __m256i) -> __m256i {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let lo = _mm256_madd_epi16(
+                _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)),
+                _mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
+            );
+            let hi = _mm256_madd_epi16(
+                _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(q)),
+                _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(a)),
+            );
+            _mm256_add_epi32(lo, hi)
+        }
+    }
+    #[inline(always)]
+    fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
+        sum + i as f32 * (half(b, 0) * s.scale)
+    }
+}
+
+impl Small for Q4_0 {
+    const BYTES: usize = crate::quant::BlockQ4_0::BYTES;
+    const OFFSET: i32 = 8;
+    type Act = BlockQ8_0;
+    fn act_quants(a: &BlockQ8_0) -> &[i8; 32] {
+        &a.qs
+    }
+    #[inline(always)]
+    unsafe fn quants(b: &[u8]) -> __m256i {
+        // SAFETY: `b` holds a block; its 16 quant bytes start at 2.
+        unsafe { nibbles(b, 2) }
+    }
+    #[inline(always)]
+    fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
+        sum + i as f32 * half(b, 0) * s.scale
+    }
+}
+
+impl Small for Q5_0 {
+    const BYTES: usize = crate::quant::BlockQ5_0::BYTES;
+    const OFFSET: i32 = 16;
+    type Act = BlockQ8_0;
+    fn act_quants(a: &BlockQ8_0) -> &[i8; 32] {
+        &a.qs
+    }
+    #[inline(always)]
+    unsafe fn quants(b: &[u8]) -> __m256i {
+        // SAFETY: `b` holds a block: `qh` at 2, the 16 quant bytes at 6.
+        unsafe { _mm256_or_si256(nibbles(b, 6), fifth_bits(b, 2)) }
+    }
+    #[inline(always)]
+    fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
+        sum + (half(b, 0) * s.scale) * i as f32
+    }
+}
+
+impl Small for Q4_1 {
+    const BYTES: usize = crate::quant::BlockQ4_1::BYTES;
+    const OFFSET: i32 = 0;
+    type Act = BlockQ8_1;
+    fn act_quants(a: &BlockQ8_1) -> &[i8; 32] {
+        &a.qs
+    }
+    #[inline(always)]
+    unsafe fn quants(b: &[u8]) -> __m256i {
+        // SAFETY: `b` holds a block; its 16 quant bytes start at 4.
+        unsafe { nibbles(b, 4) }
+    }
+    #[inline(always)]
+    fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
+        sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
+    }
+}
+
+impl Small for Q5_1 {
+    const BYTES: usize = crate::quant::BlockQ5_1::BYTES;
+    const OFFSET: i32 = 0;
+    type Act = BlockQ8_1;
+    fn act_quants(a: &BlockQ8_1) -> &[i8; 32] {
+        &a.qs
+    }
+    #[inline(always)]
+    unsafe fn quants(b: &[u8]) -> __m256i {
+        // SAFETY: `b` holds a block: `qh` at 4, the 16 quant bytes at 8.
+        unsafe { _mm256_or_si256(nibbles(b, 8), fifth_bits(b, 4)) }
+    }
+    #[inline(always)]
+    fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
+        sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
+    }
+}
+
+/// `[Σv0, Σv1, Σv2, Σv3]` of four vectors of eight i32.
+#[inline(always)]
+unsafe fn hsum4(v: [__m256i; 4]) -> [i32; 4] {
+    // SAFETY: register-only, then a store to a local array of four i32; AVX2 per the caller.
+    unsafe {
+        let s = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let mut out = [0i32; 4];
+        _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, s);
+        out
+    }
+}
+
+/// `N` blocks from `b0` of one weight row `w` against `G` activation rows (`acts` and `side`:
+/// `G` rows of `blocks` each), stepping each row's `sums` in block order.
+#[inline(always)]
+unsafe fn group<B: Small, const G: usize, const N: usize>(
+    w: &[u8],
+    acts: &[B::Act],
+    side: &[Q8Side],
+    blocks: usize,
+    b0: usize,
+    sums: &mut [f32; G],
+) {
+    let wb = |i: usize| &w[(b0 + i) * B::BYTES..(b0 + i + 1) * B::BYTES];
+    // SAFETY: each `wb(i)` is a whole block; AVX2 per the caller.
+    let q: [__m256i; N] = core::array::from_fn(|i| unsafe { B::quants(wb(i)) });
+    for (g, sum) in sums.iter_mut().enumerate() {
+        let at = g * blocks + b0;
+        let mut v = [
+            // SAFETY: register-only.
+            unsafe { _mm256_setzero_si256() };
+            4
+        ];
+        for (i, (v, q)) in v.iter_mut().zip(q).enumerate() {
+            let a = B::act_quants(&acts[at + i]);
+            // SAFETY: `a` is 32 bytes; AVX2 per the caller.
+            *v = unsafe { B::dot(q, _mm256_loadu_si256(a.as_ptr() as *const __m256i)) };
+        }
+        // SAFETY: AVX2 per the caller.
+        let ints = unsafe { hsum4(v) };
+        for (i, &int) in ints.iter().take(N).enumerate() {
+            let s = &side[at + i];
+            *sum = B::step(*sum, int - B::OFFSET * s.qsum, wb(i), s);
+        }
+    }
+}
+
+/// The dots of weight row `w` (`blocks` whole blocks) with `G` activation rows.
+#[inline(always)]
+unsafe fn dots<B: Small, const G: usize>(
+    w: &[u8],
+    acts: &[B::Act],
+    side: &[Q8Side],
+    blocks: usize,
+    out: &mut [f32],
+) {
+    let mut sums = [0.0f32; G];
+    let mut b0 = 0;
+    // SAFETY (the calls): AVX2 per the caller; every block read lies in `w`, `acts`, `side`.
+    while b0 + 4 <= blocks {
+        unsafe { group::<B, G, 4>(w, acts, side, blocks, b0, &mut sums) };
+        b0 += 4;
+    }
+    match blocks - b0 {
+        3 => unsafe { group::<B, G, 3>(w, acts, side, blocks, b0, &mut sums) },
+        2 => unsafe { group::<B, G, 2>(w, acts, side, blocks, b0, &mut sums) },
+        1 => unsafe { group::<B, G, 1>(w, acts, side, blocks, b0, &mut sums) },
+        _ => {}
+    }
+    for (o, s) in out.iter_mut().zip(sums) {
+        *o = s;
+    }
+}
+
+/// The columns `cols` of format `B` with the activations `acts`, four activation rows at a
+/// time and the rest one by one.
+#[inline(always)]
+unsafe fn columns<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], cols: Range<usize>, out: &mut [f32]) {
+    const G: usize = 4;
+    let (m, blocks) = (r.m, r.blocks);
+    // `quant_linear` built the operands; others would only read short.
+    let fits =
+        r.row_bytes == blocks * B::BYTES && acts.len() == m * blocks && r.side.len() == acts.len();
+    debug_assert!(fits);
+    if !fits || m == 0 {
+        return;
+    }
+    let per = G * blocks;
+    for (j, column) in cols.zip(out.chunks_exact_mut(m)) {
+        let w = r.row(j);
+        let mut outs = column.chunks_exact_mut(G);
+        let mut row = 0;
+        for o in &mut outs {
+            let (a, s) = (&acts[row * blocks..][..per], &r.side[row * blocks..][..per]);
+            // SAFETY: AVX2 per the caller.
+            unsafe { dots::<B, G>(w, a, s, blocks, o) };
+            row += G;
+        }
+        for o in outs.into_remainder() {
+            let (a, s) = (
+                &acts[row * blocks..][..blocks],
+                &r.side[row * blocks..][..blocks],
+            );
+            // SAFETY: AVX2 per the caller.
+            unsafe { dots::<B, 1>(w, a, s, blocks, core::slice::from_mut(o)) };
+            row += 1;
+        }
+    }
+}
+
+/// The q8-mode columns `cols` of `r` into `out` (column-major), with the portable bits.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn q8_avx2(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY (the calls): this function runs with AVX2.
+    unsafe {
+        match r.acts {
+            Q8Acts::Q8_0(a) => columns::<Q8_0>(r, a, cols, out),
+            Q8Acts::Q4_0(a) => columns::<Q4_0>(r, a, cols, out),
+            Q8Acts::Q5_0(a) => columns::<Q5_0>(r, a, cols, out),
+            Q8Acts::Q4_1(a) => columns::<Q4_1>(r, a, cols, out),
+            Q8Acts::Q5_1(a) => columns::<Q5_1>(r, a, cols, out),
+            Q8Acts::Q4K(_) | Q8Acts::Q5K(_) | Q8Acts::Q6K(_) => q8_portable(r, cols, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::loops::simd::Avx2;
+    use crate::quant::GgmlType;
+
+    /// Bytes from a small linear congruential generator.
+    fn noise(len: usize, seed: u32) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..len)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// A finite half of either sign between 2^-7 and 2 from two noise bytes.
+    fn scale(lo: u8, hi: u8) -> u16 {
+        (u16::from(hi & 0x80) << 8)
+            | (0x2000 + (u16::from(hi & 0x3f) << 8 | u16::from(lo)) % 0x1c00)
+    }
+
+    fn run(acts: Q8Acts<'_>, side: &[Q8Side], w: &[u8], row_bytes: usize, m: usize, n: usize) {
+        let blocks = side.len() / m;
+        let r = Q8Rows {
+            acts,
+            side,
+            w,
+            row_bytes,
+            blocks,
+            m,
+        };
+        let mut want = vec![0.0f32; n * m];
+        q8_portable(&r, 0..n, &mut want);
+        let mut got = vec![f32::NAN; n * m];
+        // SAFETY: the caller checked that the CPU has AVX2.
+        unsafe { q8_avx2(&r, 0..n, &mut got) };
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "blocks {blocks}, rows {m}");
+        assert!(want.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn avx2_q8_dots_give_the_portable_bits_for_every_32_value_format() {
+        if Avx2::detect().is_none() {
+            return;
+        }
+        let n = 3;
+        for (seed, (blocks, m)) in [(1, 1), (3, 1), (4, 5), (5, 2), (9, 6)]
+            .into_iter()
+            .enumerate()
+        {
+            let seed = seed as u32 * 7;
+            // Activations over every byte, -128 included (what a NaN quantizes to).
+            let raw = noise(m * blocks * 36, seed);
+            let q8_0: Vec<BlockQ8_0> = raw
+                .chunks_exact(36)
+                .map(|b| BlockQ8_0 {
+                    d: scale(b[0], b[1]),
+                    qs: core::array::from_fn(|i| b[4 + i] as i8),
+                })
+                .collect();
+            let q8_1: Vec<BlockQ8_1> = raw
+                .chunks_exact(36)
+                .map(|b| BlockQ8_1 {
+                    d: scale(b[0], b[1]),
+                    s: scale(b[2], b[3]),
+                    qs: core::array::from_fn(|i| b[4 + i] as i8),
+                })
+                .collect();
+            let side_0: Vec<Q8Side> = q8_0.iter().map(Q8Side::of).collect();
+            let side_1: Vec<Q8Side> = q8_1.iter().map(Q8Side::of).collect();
+            for ty in [
+                GgmlType::Q8_0,
+                GgmlType::Q4_0,
+                GgmlType::Q5_0,
+                GgmlType::Q4_1,
+                GgmlType::Q5_1,
+            ] {
+                let row_bytes = blocks * ty.block_bytes();
+                let mut w = noise(n * row_bytes, seed + 1 + ty.id());
+                for b in w.chunks_exact_mut(ty.block_bytes()) {
+                    let d = scale(b[0], b[1]).to_le_bytes();
+                    b[..2].copy_from_slice(&d);
+                    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                        let m = scale(b[2], b[3]).to_le_bytes();
+                        b[2..4].copy_from_slice(&m);
+                    }
+                }
+                let acts = match ty {
+                    GgmlType::Q8_0 => Q8Acts::Q8_0(&q8_0),
+                    GgmlType::Q4_0 => Q8Acts::Q4_0(&q8_0),
+                    GgmlType::Q5_0 => Q8Acts::Q5_0(&q8_0),
+                    GgmlType::Q4_1 => Q8Acts::Q4_1(&q8_1),
+                    _ => Q8Acts::Q5_1(&q8_1),
+                };
+                let side = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                    &side_1
+                } else {
+                    &side_0
+                };
+                run(acts, side, &w, row_bytes, m, n);
+            }
+        }
+    }
+}
