@@ -91,16 +91,28 @@ fn cvtps2dq(x: f32) -> i32 {
     }
 }
 
+/// `x` rounded to an integer, ties to even (`roundps` with the default rounding), exactly as
+/// `libm::rintf` but as plain float arithmetic the compiler can vectorise: below `2^23` the
+/// sum with `±2^23` has an ulp of one, so the sum's rounding is `x`'s; from `2^23` on (and for
+/// NaN) `x` is its own rounding. A zero's sign may differ, which [`cvtps2dq`] does not see.
+#[inline(always)]
+fn rint(x: f32) -> f32 {
+    const TWO_23: f32 = 8_388_608.0;
+    let magic = f32::from_bits(TWO_23.to_bits() | (x.to_bits() & 0x8000_0000));
+    if f32::from_bits(x.to_bits() & 0x7fff_ffff) < TWO_23 {
+        (x + magic) - magic
+    } else {
+        x
+    }
+}
+
 /// One 32-value block the AVX way: `(d as f32, quants before saturation)`.
 #[inline(always)]
 fn q8_avx(x: &[f32; 32]) -> (f32, [i32; 32]) {
     let amax = amax_avx(x);
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-    (
-        d,
-        core::array::from_fn(|j| cvtps2dq(libm::rintf(x[j] * id))),
-    )
+    (d, core::array::from_fn(|j| cvtps2dq(rint(x[j] * id))))
 }
 
 #[inline(always)]
@@ -281,6 +293,41 @@ mod tests {
         // amax inf: d inf, id 0; inf·0 is NaN -> i32::MIN -> -128; 1·0 -> 0.
         assert_eq!(out[1].d, 0x7c00);
         assert_eq!(&out[1].qs[..3], &[0, -128, 0]);
+    }
+
+    #[test]
+    fn rint_is_libm_rintf_on_every_integer_result() {
+        // Ties, near-ties and the ends of each range, both signs, then a sweep of bit patterns.
+        let special = [
+            0.5f32,
+            1.5,
+            2.5,
+            0.49999997,
+            126.5,
+            127.5,
+            4_194_303.5,
+            4_194_304.5,
+            8_388_607.5,
+            8_388_608.0,
+            16_777_215.0,
+            1.0e30,
+            f32::MAX,
+            f32::INFINITY,
+            1.0e-45,
+            0.0,
+        ];
+        let n: u32 = if cfg!(miri) { 1 << 10 } else { 1 << 16 };
+        let sweep = (0..n).map(|i| f32::from_bits(i.wrapping_mul(65_521) << 1));
+        for x in special.into_iter().chain(sweep) {
+            for x in [x, -x] {
+                let (got, want) = (rint(x), libm::rintf(x));
+                assert!(
+                    got == want || (got.is_nan() && want.is_nan()),
+                    "{x:e}: {got:e} vs {want:e}"
+                );
+                assert_eq!(cvtps2dq(got), cvtps2dq(want), "{x:e}");
+            }
+        }
     }
 
     #[test]
