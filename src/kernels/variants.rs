@@ -344,10 +344,11 @@ mod x86 {
         }
 
         fn q8_avx2(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
-            match Avx2::detect() {
-                // SAFETY: the token exists, so the CPU supports AVX2.
-                Some(_) => unsafe { qdot8_x86::q8_avx2(r, cols, out) },
-                None => q8_portable(r, cols, out),
+            if qdot8_x86::supported() {
+                // SAFETY: the CPU supports AVX2 and F16C.
+                unsafe { qdot8_x86::q8_avx2(r, cols, out) }
+            } else {
+                q8_portable(r, cols, out)
             }
         }
 

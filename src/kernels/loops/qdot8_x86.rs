@@ -10,12 +10,16 @@
 //!   a format's offset (`−8`, `−16`) comes off afterwards as `offset · Σa`, the activation
 //!   block's quant sum computed once per call ([`Q8Side`]);
 //! * `Q8_0`'s signed quants widen to i16 and multiply pairwise into i32 (`vpmaddwd`), exact
-//!   for every byte (−128 included, where the sign trick of llama.cpp's AVX2 code is not);
-//! * four blocks' eight i32 partials are reduced at once (`vphaddd` twice, the halves added).
+//!   for every byte (−128 included, where the sign trick of llama.cpp's AVX2 code is not).
 //!
-//! Each block's float step then runs in scalar code in the portable order with the same
-//! operands (the activation scales widened once per call, exact), block after block, so
-//! every output has the portable bits. The K-quants still take the portable loop.
+//! Eight weight rows run side by side, one per lane of a vector: for each block, the eight rows'
+//! integer dots are reduced into one vector of eight i32 (`vphaddd` three times, the halves
+//! added), their scales gathered from the eight rows and widened (`vcvtph2ps`, which is exact),
+//! and each lane takes the portable float step with the same operands in the same order, block
+//! after block; so every output has the portable bits. The weights two chunks of eight rows on
+//! are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on decode). The
+//! rows left over (fewer than eight) take one row at a time, four blocks' integer dots reduced
+//! at once and the float step in scalar code. The K-quants still take the portable loop.
 
 use core::arch::x86_64::*;
 use core::ops::Range;
@@ -46,6 +50,9 @@ trait Small {
     /// The portable step: `sum` after a block whose integer dot is `i`, of the weight block `b`
     /// and the activation block with the side values `s`.
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32;
+    /// [`step`](Self::step) for eight columns at once, lane by lane with the same operations in
+    /// the same order: `i` the blocks' integer dots as f32, `dw` and `mw` their scales and mins.
+    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256;
 }
 
 /// An f16 scale at `b[at..at + 2]`, widened (`0` past the end, which no caller reaches).
@@ -137,6 +144,14 @@ impl Small for Q8_0 {
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + i as f32 * (half(b, 0) * s.scale)
     }
+    #[inline(always)]
+    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, _: __m256, s: &Q8Side) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let da = _mm256_set1_ps(s.scale);
+            _mm256_add_ps(sum, _mm256_mul_ps(i, _mm256_mul_ps(dw, da)))
+        }
+    }
 }
 
 impl Small for Q4_0 {
@@ -154,6 +169,14 @@ impl Small for Q4_0 {
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + i as f32 * half(b, 0) * s.scale
+    }
+    #[inline(always)]
+    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, _: __m256, s: &Q8Side) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let da = _mm256_set1_ps(s.scale);
+            _mm256_add_ps(sum, _mm256_mul_ps(_mm256_mul_ps(i, dw), da))
+        }
     }
 }
 
@@ -173,6 +196,14 @@ impl Small for Q5_0 {
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + (half(b, 0) * s.scale) * i as f32
     }
+    #[inline(always)]
+    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, _: __m256, s: &Q8Side) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe {
+            let da = _mm256_set1_ps(s.scale);
+            _mm256_add_ps(sum, _mm256_mul_ps(_mm256_mul_ps(dw, da), i))
+        }
+    }
 }
 
 impl Small for Q4_1 {
@@ -191,6 +222,11 @@ impl Small for Q4_1 {
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
     }
+    #[inline(always)]
+    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { min_step8(sum, i, dw, mw, s) }
+    }
 }
 
 impl Small for Q5_1 {
@@ -208,6 +244,22 @@ impl Small for Q5_1 {
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
+    }
+    #[inline(always)]
+    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256 {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { min_step8(sum, i, dw, mw, s) }
+    }
+}
+
+/// The step of `Q4_1` and `Q5_1` for eight columns: `sum + ((dw·da)·i + mw·sa)` lane by lane.
+#[inline(always)]
+unsafe fn min_step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256 {
+    // SAFETY: register-only; the caller runs with AVX2.
+    unsafe {
+        let (da, sa) = (_mm256_set1_ps(s.scale), _mm256_set1_ps(s.min));
+        let scaled = _mm256_mul_ps(_mm256_mul_ps(dw, da), i);
+        _mm256_add_ps(sum, _mm256_add_ps(scaled, _mm256_mul_ps(mw, sa)))
     }
 }
 
@@ -237,7 +289,13 @@ unsafe fn group<B: Small, const G: usize, const N: usize>(
 ) {
     let wb = |i: usize| &w[(b0 + i) * B::BYTES..(b0 + i + 1) * B::BYTES];
     // SAFETY: each `wb(i)` is a whole block; AVX2 per the caller.
-    let q: [__m256i; N] = core::array::from_fn(|i| unsafe { B::quants(wb(i)) });
+    // Loops, not `array::from_fn`: a closure there would not inline the intrinsics.
+    // SAFETY: register-only.
+    let mut q = [unsafe { _mm256_setzero_si256() }; N];
+    for (i, q) in q.iter_mut().enumerate() {
+        // SAFETY: `wb(i)` is a whole block; AVX2 per the caller.
+        *q = unsafe { B::quants(wb(i)) };
+    }
     for (g, sum) in sums.iter_mut().enumerate() {
         let at = g * blocks + b0;
         let mut v = [
@@ -286,21 +344,174 @@ unsafe fn dots<B: Small, const G: usize>(
     }
 }
 
-/// The columns `cols` of format `B` with the activations `acts`, four activation rows at a
-/// time and the rest one by one.
+/// Lane `c` of the result is `Σ v[c]`: eight columns' block dots reduced at once.
+#[inline(always)]
+unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
+    // SAFETY: register-only; AVX2 per the caller.
+    unsafe {
+        let ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        let cd = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256::<0x20>(ab, cd),
+            _mm256_permute2x128_si256::<0x31>(ab, cd),
+        )
+    }
+}
+
+/// The f16 pairs at `base + at[c]` for the eight lanes `c`, widened: the first half of each
+/// pair (a block's `d`), then the second (`Q4_1`'s and `Q5_1`'s `m`; quant bytes otherwise).
+///
+/// # Safety
+///
+/// AVX2 and F16C; each `base + at[c]` begins four readable bytes.
+#[inline(always)]
+unsafe fn halves8(base: *const u8, at: __m256i) -> (__m256, __m256) {
+    // SAFETY: the gather reads four bytes at each `base + at[c]`, as the caller promised; the
+    // rest is register-only.
+    unsafe {
+        let pairs = _mm256_i32gather_epi32::<1>(base as *const i32, at);
+        let split = _mm256_shuffle_epi8(
+            pairs,
+            _mm256_setr_epi8(
+                0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2,
+                3, 6, 7, 10, 11, 14, 15,
+            ),
+        );
+        // Quadwords [first 0..4, first 4..8, second 0..4, second 4..8].
+        let split = _mm256_permute4x64_epi64::<0b11_01_10_00>(split);
+        (
+            _mm256_cvtph_ps(_mm256_castsi256_si128(split)),
+            _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(split)),
+        )
+    }
+}
+
+/// Weight rows per chunk of [`chunk`].
+const LANES: usize = 8;
+
+/// How many chunks of eight rows ahead [`chunk`] asks for the weights.
+const AHEAD: usize = 2;
+
+/// Eight weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks; `at` their
+/// offsets `c·rb` in i32 lanes) against `R` activation rows (`acts`, `side`: `R` rows of
+/// `blocks`), every output stepped in block order in its own lane; `out[c][g]` gets column
+/// `c`, row `g`. `ahead`: where the rows [`AHEAD`] chunks on begin (perhaps past the end:
+/// only prefetched).
+#[inline(always)]
+unsafe fn chunk<B: Small, const R: usize>(
+    w: &[u8],
+    rb: usize,
+    at: __m256i,
+    ahead: *const u8,
+    acts: &[B::Act],
+    side: &[Q8Side],
+    blocks: usize,
+) -> [[f32; R]; LANES] {
+    debug_assert!(w.len() == LANES * rb && rb == blocks * B::BYTES);
+    debug_assert!(acts.len() >= R * blocks && side.len() >= R * blocks);
+    // SAFETY (the block): AVX2 and F16C per the caller. Block `b` of row `c` is the `BYTES`
+    // bytes at `c·rb + b·BYTES < w.len()`, as the caller checked; `acts` and `side` are read
+    // through bounds checks; prefetches read nothing.
+    unsafe {
+        let mut sums = [_mm256_setzero_ps(); R];
+        for b in 0..blocks {
+            let p = w.as_ptr().add(b * B::BYTES);
+            let next = ahead.wrapping_add(b * LANES * B::BYTES);
+            for line in 0..(LANES * B::BYTES).div_ceil(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line) as *const i8);
+            }
+            // Loops, not `array::from_fn`: a closure there would not inline the intrinsics.
+            let mut q = [_mm256_setzero_si256(); LANES];
+            for (c, q) in q.iter_mut().enumerate() {
+                *q = B::quants(core::slice::from_raw_parts(p.add(c * rb), B::BYTES));
+            }
+            // Every block has at least four bytes.
+            let (dw, mw) = halves8(p, at);
+            for (g, sum) in sums.iter_mut().enumerate() {
+                let i = g * blocks + b;
+                let a = B::act_quants(&acts[i]);
+                let a = _mm256_loadu_si256(a.as_ptr() as *const __m256i);
+                let mut v = [_mm256_setzero_si256(); LANES];
+                for (v, &q) in v.iter_mut().zip(&q) {
+                    *v = B::dot(q, a);
+                }
+                let ints = hsum8(v);
+                let s = &side[i];
+                let ints = _mm256_sub_epi32(ints, _mm256_set1_epi32(B::OFFSET * s.qsum));
+                *sum = B::step8(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
+            }
+        }
+        let mut lanes = [[0.0f32; LANES]; R];
+        for (l, s) in lanes.iter_mut().zip(sums) {
+            _mm256_storeu_ps(l.as_mut_ptr(), s);
+        }
+        core::array::from_fn(|c| core::array::from_fn(|g| lanes[g][c]))
+    }
+}
+
+/// Eight columns from `j` into `out` (eight columns of `r.m` values): the activation rows four
+/// at a time, then one by one. Columns `j..j + 8` exist.
+#[inline(always)]
+unsafe fn eight<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], j: usize, at: __m256i, out: &mut [f32]) {
+    const R: usize = 4;
+    let (m, blocks, rb) = (r.m, r.blocks, r.row_bytes);
+    let w = &r.w[j * rb..(j + LANES) * rb];
+    let ahead = w.as_ptr().wrapping_add(AHEAD * LANES * rb);
+    let mut row = 0;
+    while row < m {
+        let (a, s) = (&acts[row * blocks..], &r.side[row * blocks..]);
+        if row + R <= m {
+            // SAFETY: AVX2 and F16C per the caller; `w` is eight rows; `R` rows from `row` exist.
+            let v = unsafe { chunk::<B, R>(w, rb, at, ahead, a, s, blocks) };
+            for (c, v) in v.iter().enumerate() {
+                out[c * m + row..][..R].copy_from_slice(v);
+            }
+            row += R;
+        } else {
+            // SAFETY: as above, for one row.
+            let v = unsafe { chunk::<B, 1>(w, rb, at, ahead, a, s, blocks) };
+            for (c, v) in v.iter().enumerate() {
+                out[c * m + row] = v[0];
+            }
+            row += 1;
+        }
+    }
+}
+
+/// The columns `cols` of format `B` with the activations `acts`: eight columns at a time in
+/// the lanes of a vector, the rest one by one, four activation rows at a time.
 #[inline(always)]
 unsafe fn columns<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], cols: Range<usize>, out: &mut [f32]) {
     const G: usize = 4;
     let (m, blocks) = (r.m, r.blocks);
     // `quant_linear` built the operands; others would only read short.
-    let fits =
-        r.row_bytes == blocks * B::BYTES && acts.len() == m * blocks && r.side.len() == acts.len();
+    let fits = r.row_bytes == blocks * B::BYTES
+        && acts.len() == m * blocks
+        && r.side.len() == acts.len()
+        && r.w.len() / r.row_bytes.max(1) >= cols.end
+        && out.len() == cols.len() * m;
     debug_assert!(fits);
     if !fits || m == 0 {
         return;
     }
+    // Eight columns' offsets from the first, when they fit the gather's i32 lanes.
+    let at = i32::try_from(r.row_bytes.saturating_mul(LANES - 1)).map(|_| {
+        let rb = r.row_bytes as i32;
+        // SAFETY: register-only; AVX2 per the caller.
+        unsafe { _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb) }
+    });
+    let mut j = cols.start;
+    if let Ok(at) = at {
+        while j + LANES <= cols.end {
+            let o = &mut out[(j - cols.start) * m..][..LANES * m];
+            // SAFETY: AVX2 and F16C per the caller; columns `j..j + 8` exist.
+            unsafe { eight::<B>(r, acts, j, at, o) };
+            j += LANES;
+        }
+    }
+    let tail = &mut out[(j - cols.start) * m..];
     let per = G * blocks;
-    for (j, column) in cols.zip(out.chunks_exact_mut(m)) {
+    for (j, column) in (j..cols.end).zip(tail.chunks_exact_mut(m)) {
         let w = r.row(j);
         let mut outs = column.chunks_exact_mut(G);
         let mut row = 0;
@@ -322,12 +533,17 @@ unsafe fn columns<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], cols: Range<usize>,
     }
 }
 
+/// Whether this CPU runs [`q8_avx2`]: AVX2 and F16C (every AVX2 CPU made has both).
+pub(crate) fn supported() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
+}
+
 /// The q8-mode columns `cols` of `r` into `out` (column-major), with the portable bits.
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
+/// The CPU must support AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn q8_avx2(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY (the calls): this function runs with AVX2.
     unsafe {
@@ -345,7 +561,6 @@ pub(crate) unsafe fn q8_avx2(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::loops::simd::Avx2;
     use crate::quant::GgmlType;
 
     /// Bytes from a small linear congruential generator.
@@ -375,22 +590,30 @@ mod tests {
             blocks,
             m,
         };
-        let mut want = vec![0.0f32; n * m];
-        q8_portable(&r, 0..n, &mut want);
-        let mut got = vec![f32::NAN; n * m];
-        // SAFETY: the caller checked that the CPU has AVX2.
-        unsafe { q8_avx2(&r, 0..n, &mut got) };
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&got), bits(&want), "blocks {blocks}, rows {m}");
-        assert!(want.iter().all(|v| v.is_finite()));
+        // Eight columns in lanes and a tail of two, then one of one, from an offset.
+        for cols in [0..n, 1..n] {
+            let len = cols.len() * m;
+            let mut want = vec![0.0f32; len];
+            q8_portable(&r, cols.clone(), &mut want);
+            let mut got = vec![f32::NAN; len];
+            // SAFETY: the caller checked that the CPU has AVX2 and F16C.
+            unsafe { q8_avx2(&r, cols.clone(), &mut got) };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "blocks {blocks}, rows {m}, {cols:?}"
+            );
+            assert!(want.iter().all(|v| v.is_finite()));
+        }
     }
 
     #[test]
     fn avx2_q8_dots_give_the_portable_bits_for_every_32_value_format() {
-        if Avx2::detect().is_none() {
+        if !supported() {
             return;
         }
-        let n = 3;
+        let n = 10;
         for (seed, (blocks, m)) in [(1, 1), (3, 1), (4, 5), (5, 2), (9, 6)]
             .into_iter()
             .enumerate()
