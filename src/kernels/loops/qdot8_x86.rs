@@ -590,8 +590,10 @@ mod tests {
             blocks,
             m,
         };
-        // Eight columns in lanes and a tail of two, then one of one, from an offset.
-        for cols in [0..n, 1..n] {
+        // Eight columns in lanes and a tail of two, then (not under miri, for time) eight and
+        // a tail of one from an offset.
+        let starts: &[usize] = if cfg!(miri) { &[0] } else { &[0, 1] };
+        for cols in starts.iter().map(|&start| start..n) {
             let len = cols.len() * m;
             let mut want = vec![0.0f32; len];
             q8_portable(&r, cols.clone(), &mut want);
