@@ -136,7 +136,9 @@ pub(crate) enum Q8Acts<'a> {
 pub(crate) struct Q8Rows<'a> {
     /// The activation blocks.
     pub acts: Q8Acts<'a>,
-    /// Each activation block's widened values, in the same order.
+    /// Each activation block's widened values, in the same order (read by the vector loops;
+    /// the portable one reads the blocks themselves).
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pub side: &'a [Q8Side],
     /// The weight's bytes.
     pub w: &'a [u8],
