@@ -150,14 +150,18 @@ pub(crate) struct Q8Rows<'a> {
     pub m: usize,
 }
 
+/// Row `j` of `row_bytes` bytes each in `w` (none past the end, which no caller asks for).
+#[inline(always)]
+fn row_of(w: &[u8], row_bytes: usize, j: usize) -> &[u8] {
+    let at = j.saturating_mul(row_bytes);
+    w.get(at..at.saturating_add(row_bytes)).unwrap_or(&[])
+}
+
 impl<'a> Q8Rows<'a> {
     /// Weight row `j`'s bytes (none past the end, which no caller asks for).
     #[inline(always)]
     pub(crate) fn row(&self, j: usize) -> &'a [u8] {
-        let at = j.saturating_mul(self.row_bytes);
-        self.w
-            .get(at..at.saturating_add(self.row_bytes))
-            .unwrap_or(&[])
+        row_of(self.w, self.row_bytes, j)
     }
 }
 
@@ -527,10 +531,7 @@ impl<'a> QRows<'a> {
     /// Weight row `j`'s bytes (none past the end, which no caller asks for).
     #[inline(always)]
     pub(crate) fn row(&self, j: usize) -> &'a [u8] {
-        let at = j.saturating_mul(self.row_bytes);
-        self.w
-            .get(at..at.saturating_add(self.row_bytes))
-            .unwrap_or(&[])
+        row_of(self.w, self.row_bytes, j)
     }
 }
 

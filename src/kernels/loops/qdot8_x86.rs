@@ -328,14 +328,18 @@ unsafe fn dots<B: Small, const G: usize>(
 ) {
     let mut sums = [0.0f32; G];
     let mut b0 = 0;
-    // SAFETY (the calls): AVX2 per the caller; every block read lies in `w`, `acts`, `side`.
     while b0 + 4 <= blocks {
+        // SAFETY: AVX2 per the caller; blocks `b0..b0 + 4` lie in `w`, `acts` and `side`.
         unsafe { group::<B, G, 4>(w, acts, side, blocks, b0, &mut sums) };
         b0 += 4;
     }
+    // SAFETY (each arm): AVX2 per the caller; the last blocks from `b0` lie in the operands.
     match blocks - b0 {
+        // SAFETY: as above, three blocks.
         3 => unsafe { group::<B, G, 3>(w, acts, side, blocks, b0, &mut sums) },
+        // SAFETY: as above, two blocks.
         2 => unsafe { group::<B, G, 2>(w, acts, side, blocks, b0, &mut sums) },
+        // SAFETY: as above, one block.
         1 => unsafe { group::<B, G, 1>(w, acts, side, blocks, b0, &mut sums) },
         _ => {}
     }
