@@ -84,10 +84,11 @@ fn amax_avx(x: &[f32; 32]) -> f32 {
 /// `cvtps2dq` of a value already rounded: the integer, or `i32::MIN` for NaN or out of range.
 #[inline(always)]
 fn cvtps2dq(x: f32) -> i32 {
-    if x.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&x) {
-        i32::MIN
-    } else {
+    // One comparison pair, false for NaN: the loop over a block vectorises.
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&x) {
         x as i32
+    } else {
+        i32::MIN
     }
 }
 
@@ -112,7 +113,12 @@ fn q8_avx(x: &[f32; 32]) -> (f32, [i32; 32]) {
     let amax = amax_avx(x);
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-    (d, core::array::from_fn(|j| cvtps2dq(rint(x[j] * id))))
+    // A loop, not `array::from_fn`: the closure would stay a call per value.
+    let mut q = [0i32; 32];
+    for (q, &x) in q.iter_mut().zip(x) {
+        *q = cvtps2dq(rint(x * id));
+    }
+    (d, q)
 }
 
 #[inline(always)]
@@ -158,6 +164,100 @@ fn check_len(
 /// written then.
 pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), QuantError> {
     check_len("q8_0", x.len(), out.len(), 32)?;
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, all `q8_0_avx2` needs.
+        unsafe { q8_0_avx2(x, out) };
+        return Ok(());
+    }
+    q8_0_blocks(x, out);
+    Ok(())
+}
+
+/// One block in AVX2, the instructions of llama.cpp's AVX code that [`q8_avx`] emulates:
+/// `(d, the saturated quants, Σ quants before saturation)`.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[inline(always)]
+unsafe fn q8_block_avx2(x: &[f32; 32]) -> (f32, [i8; 32], i32) {
+    use core::arch::x86_64::*;
+    // SAFETY: AVX2 per the caller; the loads read `x`'s 32 values and the store writes `q`'s
+    // 32 bytes.
+    unsafe {
+        let p = x.as_ptr();
+        // No closures (`array::map`): they would not inline the intrinsics.
+        let v = [
+            _mm256_loadu_ps(p),
+            _mm256_loadu_ps(p.add(8)),
+            _mm256_loadu_ps(p.add(16)),
+            _mm256_loadu_ps(p.add(24)),
+        ];
+        let sign = _mm256_set1_ps(-0.0);
+        let mut m = _mm256_andnot_ps(sign, v[0]);
+        for &v in &v[1..] {
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v));
+        }
+        let m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(m), _mm256_castps256_ps128(m));
+        let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        let mut i = [_mm256_setzero_si256(); 4];
+        for (i, &v) in i.iter_mut().zip(&v) {
+            *i = _mm256_cvtps_epi32(_mm256_round_ps::<NEAREST>(_mm256_mul_ps(v, id)));
+        }
+        let sum = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+        let sum = _mm_add_epi32(
+            _mm256_castsi256_si128(sum),
+            _mm256_extracti128_si256::<1>(sum),
+        );
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b01_00_11_10>(sum));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b10_11_00_01>(sum));
+        // Packing saturates; it interleaves the 128-bit halves, which the permute undoes.
+        let q = _mm256_packs_epi16(
+            _mm256_packs_epi32(i[0], i[1]),
+            _mm256_packs_epi32(i[2], i[3]),
+        );
+        let q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        let mut out = [0i8; 32];
+        _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, q);
+        (d, out, _mm_cvtsi128_si32(sum))
+    }
+}
+
+/// [`quantize_row_q8_0`]'s blocks in AVX2.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+unsafe fn q8_0_avx2(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (b, x) in out.iter_mut().zip(x.chunks_exact(32)) {
+        let Some(x) = x.first_chunk::<32>() else {
+            continue;
+        };
+        // SAFETY: this function runs with AVX2.
+        let (d, q, _) = unsafe { q8_block_avx2(x) };
+        b.d = f32_to_f16(d);
+        b.qs = q;
+    }
+}
+
+/// [`quantize_row_q8_1`]'s blocks in AVX2.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+unsafe fn q8_1_avx2(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (b, x) in out.iter_mut().zip(x.chunks_exact(32)) {
+        let Some(x) = x.first_chunk::<32>() else {
+            continue;
+        };
+        // SAFETY: this function runs with AVX2.
+        let (d, q, sum) = unsafe { q8_block_avx2(x) };
+        b.d = f32_to_f16(d);
+        b.s = f32_to_f16(d * sum as f32);
+        b.qs = q;
+    }
+}
+
+#[inline(always)]
+fn q8_0_blocks(x: &[f32], out: &mut [BlockQ8_0]) {
     for (b, x) in out.iter_mut().zip(x.chunks_exact(32)) {
         let Some(x) = x.first_chunk::<32>() else {
             continue;
@@ -166,7 +266,6 @@ pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), QuantEr
         b.d = f32_to_f16(d);
         b.qs = q.map(saturate);
     }
-    Ok(())
 }
 
 /// Quantizes `x` into `out.len()` [`BlockQ8_1`] blocks as llama.cpp's x86_64 AVX build does:
@@ -186,6 +285,18 @@ pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), QuantEr
 /// As [`quantize_row_q8_0`].
 pub fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) -> Result<(), QuantError> {
     check_len("q8_1", x.len(), out.len(), 32)?;
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, all `q8_1_avx2` needs.
+        unsafe { q8_1_avx2(x, out) };
+        return Ok(());
+    }
+    q8_1_blocks(x, out);
+    Ok(())
+}
+
+#[inline(always)]
+fn q8_1_blocks(x: &[f32], out: &mut [BlockQ8_1]) {
     for (b, x) in out.iter_mut().zip(x.chunks_exact(32)) {
         let Some(x) = x.first_chunk::<32>() else {
             continue;
@@ -196,7 +307,6 @@ pub fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) -> Result<(), QuantEr
         b.s = f32_to_f16(d * sum as f32);
         b.qs = q.map(saturate);
     }
-    Ok(())
 }
 
 /// ggml's `nearest_int`: `x` rounded to nearest even through the f32 addition of
@@ -328,6 +438,43 @@ mod tests {
                 assert_eq!(cvtps2dq(got), cvtps2dq(want), "{x:e}");
             }
         }
+    }
+
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[test]
+    fn the_avx2_quantizers_give_the_blocks_of_the_portable_ones() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        // Blocks of every kind of value: random bit patterns (NaN, infinities, subnormals and
+        // huge values among them), then small normal values, then blocks of ties.
+        let mut state = 12_345u32;
+        let mut x: Vec<f32> = (0..64 * 32)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                f32::from_bits(state)
+            })
+            .collect();
+        x.extend((0..64 * 32).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) / 77.0));
+        x.extend((0..8 * 32).map(|i| (i % 64) as f32 - 31.5));
+        let blocks = x.len() / 32;
+        let (mut want0, mut got0) = (vec![BlockQ8_0::default(); blocks], vec![]);
+        got0.resize(blocks, BlockQ8_0::default());
+        q8_0_blocks(&x, &mut want0);
+        // SAFETY: the CPU has AVX2, as checked.
+        unsafe { q8_0_avx2(&x, &mut got0) };
+        assert_eq!(got0, want0);
+        let (mut want1, mut got1) = (vec![BlockQ8_1::default(); blocks], vec![]);
+        got1.resize(blocks, BlockQ8_1::default());
+        q8_1_blocks(&x, &mut want1);
+        // SAFETY: as above.
+        unsafe { q8_1_avx2(&x, &mut got1) };
+        assert_eq!(got1, want1);
+        // The public functions take the AVX2 build here; nothing was left at its default.
+        let mut public = vec![BlockQ8_1::default(); blocks];
+        quantize_row_q8_1(&x, &mut public).unwrap();
+        assert_eq!(public, want1);
+        assert!(want1.iter().filter(|b| b.qs.contains(&-128)).count() > 0);
     }
 
     #[test]
