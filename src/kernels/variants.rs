@@ -352,6 +352,15 @@ mod x86 {
             }
         }
 
+        fn q8_avx512(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
+            if qdot8_x86::supported_avx512() {
+                // SAFETY: the CPU supports AVX2, F16C and AVX-512 F, BW, VL and VNNI.
+                unsafe { qdot8_x86::q8_avx512(r, cols, out) }
+            } else {
+                q8_avx2(r, cols, out)
+            }
+        }
+
         fn qexact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
             match (Avx2::detect(), Avx512::detect(Step::Unfused)) {
                 // SAFETY: both tokens exist, so the CPU supports AVX2 and AVX-512F.
@@ -405,6 +414,7 @@ mod x86 {
                     portable: qexact_avx512,
                     native: qexact_avx512_native,
                 },
+                q8: q8_avx512,
                 ..avx2()
             }
         }

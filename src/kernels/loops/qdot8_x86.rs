@@ -1,5 +1,5 @@
-//! The q8 mode's dot products on AVX2: the integer part of each block in vectors, the float
-//! part exactly as the portable loop of `qdot.rs` combines it.
+//! The q8 mode's dot products on AVX2 and AVX-512: the integer part of each block in vectors,
+//! the float part exactly as the portable loop of `qdot.rs` combines it.
 //!
 //! A block's integer dot `Σ q·a` is exact in any order (its terms and partial sums are small
 //! integers), so it is free to take the instructions that suit the machine:
@@ -10,16 +10,21 @@
 //!   a format's offset (`−8`, `−16`) comes off afterwards as `offset · Σa`, the activation
 //!   block's quant sum computed once per call ([`Q8Side`]);
 //! * `Q8_0`'s signed quants widen to i16 and multiply pairwise into i32 (`vpmaddwd`), exact
-//!   for every byte (−128 included, where the sign trick of llama.cpp's AVX2 code is not).
+//!   for every byte (−128 included, where the sign trick of llama.cpp's AVX2 code is not);
+//! * with AVX-512 VNNI (`WIDE`), one `vpdpbusd` multiplies a block of two weight rows (rows `c`
+//!   and `c + 4` in the two halves of a 512-bit vector, each block's nibbles broadcast to both
+//!   128-bit halves of its row's 256 bits and the high ones shifted by `vpsrlvw`); `Q8_0` takes
+//!   its signed quants on the signed side against `a + 128`, then `128·Σq` comes off.
 //!
 //! Eight weight rows run side by side, one per lane of a vector: for each block, the eight rows'
-//! integer dots are reduced into one vector of eight i32 (`vphaddd` three times, the halves
-//! added), their scales gathered from the eight rows and widened (`vcvtph2ps`, which is exact),
-//! and each lane takes the portable float step with the same operands in the same order, block
-//! after block; so every output has the portable bits. The weights two chunks of eight rows on
-//! are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on decode). The
-//! rows left over (fewer than eight) take one row at a time, four blocks' integer dots reduced
-//! at once and the float step in scalar code. The K-quants still take the portable loop.
+//! integer dots are reduced into one vector of eight i32, their scales loaded from the eight
+//! rows (scalar loads: a gather was the loop's bottleneck) and widened (`vcvtph2ps`, which is
+//! exact), and each lane takes the portable float step with the same operands in the same
+//! order, block after block; so every output has the portable bits. The weights two chunks of
+//! eight rows on are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on
+//! decode). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
+//! integer dots reduced at once and the float step in scalar code. The K-quants still take the
+//! portable loop.
 
 use core::arch::x86_64::*;
 use core::ops::Range;
@@ -53,6 +58,52 @@ trait Small {
     /// [`step`](Self::step) for eight columns at once, lane by lane with the same operations in
     /// the same order: `i` the blocks' integer dots as f32, `dw` and `mw` their scales and mins.
     unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256;
+    /// The quants of one block of two rows in value order, the block at `r0` in the low 256
+    /// bits and the one at `r1` in the high (AVX-512 F, BW, VL and VNNI per the caller; each
+    /// pointer begins a block).
+    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i;
+    /// The activation's 32 quants in both halves, as [`dot16`](Self::dot16) takes them.
+    #[inline(always)]
+    unsafe fn prep(a: __m512i) -> __m512i {
+        a
+    }
+    /// Per 256-bit half, eight i32 partial sums of `Σ quants · a` (`q` from
+    /// [`pair`](Self::pair), `a` from [`prep`](Self::prep)): one `vpdpbusd`, unsigned quants
+    /// into signed activations.
+    #[inline(always)]
+    unsafe fn dot16(q: __m512i, a: __m512i) -> __m512i {
+        // SAFETY: register-only; AVX-512 VNNI per the caller.
+        unsafe { _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a) }
+    }
+}
+
+/// Both rows' 16 nibble bytes at `at` as 64 value-order bytes: the low nibbles of `r0`'s
+/// block, its high nibbles, then `r1`'s. AVX-512 F and BW per the caller.
+#[inline(always)]
+unsafe fn nibble_pair(r0: *const u8, r1: *const u8, at: usize) -> __m512i {
+    // SAFETY: each pointer begins a block whose 16 quant bytes start at `at`; the rest is
+    // register-only.
+    unsafe {
+        let v = _mm512_broadcast_i32x4(_mm_loadu_si128(r0.add(at) as *const __m128i));
+        let v = _mm512_mask_broadcast_i32x4(v, 0xff00, _mm_loadu_si128(r1.add(at) as *const _));
+        // Words of the second and fourth 128 bits shift by four: their bytes' high nibbles.
+        let four = 0x0004_0004_0004_0004;
+        let v = _mm512_srlv_epi16(v, _mm512_setr_epi64(0, 0, four, four, 0, 0, four, four));
+        _mm512_and_si512(v, _mm512_set1_epi8(0x0f))
+    }
+}
+
+/// `0x10` added to each byte of `v` whose fifth bit is set: bit `j` of the little-endian `qh`
+/// at `r0 + at` for byte `j`, of the one at `r1 + at` for byte `32 + j`.
+#[inline(always)]
+unsafe fn fifth_pair(v: __m512i, r0: *const u8, r1: *const u8, at: usize) -> __m512i {
+    // SAFETY: each pointer begins a block whose `qh` is the four bytes at `at`; the rest is
+    // register-only with AVX-512 BW per the caller.
+    unsafe {
+        let lo = u64::from(core::ptr::read_unaligned(r0.add(at) as *const u32));
+        let hi = u64::from(core::ptr::read_unaligned(r1.add(at) as *const u32));
+        _mm512_mask_add_epi8(v, _cvtu64_mask64(lo | hi << 32), v, _mm512_set1_epi8(0x10))
+    }
 }
 
 /// An f16 scale at `b[at..at + 2]`, widened (`0` past the end, which no caller reaches).
@@ -141,6 +192,33 @@ impl Small for Q8_0 {
         }
     }
     #[inline(always)]
+    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+        // SAFETY: each pointer begins a block; its 32 quant bytes start at 2.
+        unsafe {
+            let lo = _mm256_loadu_si256(r0.add(2) as *const __m256i);
+            let hi = _mm256_loadu_si256(r1.add(2) as *const __m256i);
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+        }
+    }
+    /// The activations as unsigned bytes `a + 128`, for [`dot16`](Small::dot16).
+    #[inline(always)]
+    unsafe fn prep(a: __m512i) -> __m512i {
+        // SAFETY: register-only; AVX-512 F per the caller.
+        unsafe { _mm512_xor_si512(a, _mm512_set1_epi8(-128)) }
+    }
+    /// `Σ (a + 128)·q − Σ 128·q`: the signed quants take `vpdpbusd`'s signed side, and the
+    /// sum is exact for every byte (each term below 2^15, each lane below 2^17).
+    #[inline(always)]
+    unsafe fn dot16(q: __m512i, a: __m512i) -> __m512i {
+        // SAFETY: register-only; AVX-512 VNNI per the caller.
+        unsafe {
+            let zero = _mm512_setzero_si512();
+            let shifted = _mm512_dpbusd_epi32(zero, a, q);
+            let offset = _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(-128), q);
+            _mm512_sub_epi32(shifted, offset)
+        }
+    }
+    #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + i as f32 * (half(b, 0) * s.scale)
     }
@@ -165,6 +243,11 @@ impl Small for Q4_0 {
     unsafe fn quants(b: &[u8]) -> __m256i {
         // SAFETY: `b` holds a block; its 16 quant bytes start at 2.
         unsafe { nibbles(b, 2) }
+    }
+    #[inline(always)]
+    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+        // SAFETY: each pointer begins a block; its 16 quant bytes start at 2.
+        unsafe { nibble_pair(r0, r1, 2) }
     }
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
@@ -193,6 +276,11 @@ impl Small for Q5_0 {
         unsafe { _mm256_or_si256(nibbles(b, 6), fifth_bits(b, 2)) }
     }
     #[inline(always)]
+    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+        // SAFETY: each pointer begins a block: `qh` at 2, the 16 quant bytes at 6.
+        unsafe { fifth_pair(nibble_pair(r0, r1, 6), r0, r1, 2) }
+    }
+    #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + (half(b, 0) * s.scale) * i as f32
     }
@@ -219,6 +307,11 @@ impl Small for Q4_1 {
         unsafe { nibbles(b, 4) }
     }
     #[inline(always)]
+    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+        // SAFETY: each pointer begins a block; its 16 quant bytes start at 4.
+        unsafe { nibble_pair(r0, r1, 4) }
+    }
+    #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
         sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
     }
@@ -240,6 +333,11 @@ impl Small for Q5_1 {
     unsafe fn quants(b: &[u8]) -> __m256i {
         // SAFETY: `b` holds a block: `qh` at 4, the 16 quant bytes at 8.
         unsafe { _mm256_or_si256(nibbles(b, 8), fifth_bits(b, 4)) }
+    }
+    #[inline(always)]
+    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+        // SAFETY: each pointer begins a block: `qh` at 4, the 16 quant bytes at 8.
+        unsafe { fifth_pair(nibble_pair(r0, r1, 8), r0, r1, 4) }
     }
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
@@ -362,18 +460,21 @@ unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
     }
 }
 
-/// The f16 pairs at `base + at[c]` for the eight lanes `c`, widened: the first half of each
+/// The f16 pairs at `base + c·rb` for the eight lanes `c`, widened: the first half of each
 /// pair (a block's `d`), then the second (`Q4_1`'s and `Q5_1`'s `m`; quant bytes otherwise).
+/// Eight scalar loads, not `vpgatherdd`: the gather was the loop's bottleneck (with it, the
+/// 49152-row head streamed at 17 GB/s in `Q8_0`; without, at 28).
 ///
 /// # Safety
 ///
-/// AVX2 and F16C; each `base + at[c]` begins four readable bytes.
+/// AVX2 and F16C; each `base + c·rb` begins four readable bytes.
 #[inline(always)]
-unsafe fn halves8(base: *const u8, at: __m256i) -> (__m256, __m256) {
-    // SAFETY: the gather reads four bytes at each `base + at[c]`, as the caller promised; the
+unsafe fn halves8(base: *const u8, rb: usize) -> (__m256, __m256) {
+    // SAFETY: the loads read four bytes at each `base + c·rb`, as the caller promised; the
     // rest is register-only.
     unsafe {
-        let pairs = _mm256_i32gather_epi32::<1>(base as *const i32, at);
+        let r = |c: usize| core::ptr::read_unaligned(base.add(c * rb) as *const i32);
+        let pairs = _mm256_setr_epi32(r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7));
         let split = _mm256_shuffle_epi8(
             pairs,
             _mm256_setr_epi8(
@@ -396,16 +497,40 @@ const LANES: usize = 8;
 /// How many chunks of eight rows ahead [`chunk`] asks for the weights.
 const AHEAD: usize = 2;
 
-/// Eight weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks; `at` their
-/// offsets `c·rb` in i32 lanes) against `R` activation rows (`acts`, `side`: `R` rows of
+/// Lane `c` of the result is `Σ v[c % 4]`'s half `c / 4`: eight rows' block dots, the rows
+/// `c` and `c + 4` sharing the vector `v[c % 4]` as [`Small::pair`] made it, reduced at once.
+/// AVX-512 F per the caller.
+#[inline(always)]
+unsafe fn reduce8(v: [__m512i; 4]) -> __m256i {
+    // SAFETY: register-only; AVX-512 F per the caller.
+    unsafe {
+        // 128-bit groups [row 0, row 4, row 1, row 5] and [row 2, row 6, row 3, row 7], four
+        // partial sums each.
+        let w0 = _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0x88>(v[0], v[1]),
+            _mm512_shuffle_i32x4::<0xdd>(v[0], v[1]),
+        );
+        let w1 = _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0x88>(v[2], v[3]),
+            _mm512_shuffle_i32x4::<0xdd>(v[2], v[3]),
+        );
+        // Per group: [w0 0+2, w1 0+2, w0 1+3, w1 1+3], then lanes 0 and 1 the groups' sums.
+        let u = _mm512_add_epi32(_mm512_unpacklo_epi32(w0, w1), _mm512_unpackhi_epi32(w0, w1));
+        let x = _mm512_add_epi32(u, _mm512_shuffle_epi32::<0x4e>(u));
+        let rows = _mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+        _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows, x))
+    }
+}
+
+/// Eight weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks) against `R` activation rows (`acts`, `side`: `R` rows of
 /// `blocks`), every output stepped in block order in its own lane; `out[c][g]` gets column
 /// `c`, row `g`. `ahead`: where the rows [`AHEAD`] chunks on begin (perhaps past the end:
-/// only prefetched).
+/// only prefetched). `WIDE`: the integer dots two rows to a 512-bit vector with `vpdpbusd`
+/// (AVX-512 F, BW, VL and VNNI per the caller), else in AVX2.
 #[inline(always)]
-unsafe fn chunk<B: Small, const R: usize>(
+unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
     w: &[u8],
     rb: usize,
-    at: __m256i,
     ahead: *const u8,
     acts: &[B::Act],
     side: &[Q8Side],
@@ -413,9 +538,9 @@ unsafe fn chunk<B: Small, const R: usize>(
 ) -> [[f32; R]; LANES] {
     debug_assert!(w.len() == LANES * rb && rb == blocks * B::BYTES);
     debug_assert!(acts.len() >= R * blocks && side.len() >= R * blocks);
-    // SAFETY (the block): AVX2 and F16C per the caller. Block `b` of row `c` is the `BYTES`
-    // bytes at `c·rb + b·BYTES < w.len()`, as the caller checked; `acts` and `side` are read
-    // through bounds checks; prefetches read nothing.
+    // SAFETY (the block): AVX2 and F16C per the caller, and the AVX-512 features with `WIDE`.
+    // Block `b` of row `c` is the `BYTES` bytes at `c·rb + b·BYTES < w.len()`, as the caller
+    // checked; `acts` and `side` are read through bounds checks; prefetches read nothing.
     unsafe {
         let mut sums = [_mm256_setzero_ps(); R];
         for b in 0..blocks {
@@ -424,39 +549,70 @@ unsafe fn chunk<B: Small, const R: usize>(
             for line in 0..(LANES * B::BYTES).div_ceil(64) {
                 _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line) as *const i8);
             }
-            // Loops, not `array::from_fn`: a closure there would not inline the intrinsics.
-            let mut q = [_mm256_setzero_si256(); LANES];
-            for (c, q) in q.iter_mut().enumerate() {
-                *q = B::quants(core::slice::from_raw_parts(p.add(c * rb), B::BYTES));
-            }
             // Every block has at least four bytes.
-            let (dw, mw) = halves8(p, at);
-            for (g, sum) in sums.iter_mut().enumerate() {
-                let i = g * blocks + b;
-                let a = B::act_quants(&acts[i]);
-                let a = _mm256_loadu_si256(a.as_ptr() as *const __m256i);
-                let mut v = [_mm256_setzero_si256(); LANES];
-                for (v, &q) in v.iter_mut().zip(&q) {
-                    *v = B::dot(q, a);
-                }
-                let ints = hsum8(v);
-                let s = &side[i];
+            let (dw, mw) = halves8(p, rb);
+            let step = |sum: &mut __m256, ints: __m256i, s: &Q8Side| {
                 let ints = _mm256_sub_epi32(ints, _mm256_set1_epi32(B::OFFSET * s.qsum));
                 *sum = B::step8(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
+            };
+            if WIDE {
+                let mut q = [_mm512_setzero_si512(); 4];
+                for (c, q) in q.iter_mut().enumerate() {
+                    *q = B::pair(p.add(c * rb), p.add((c + 4) * rb));
+                }
+                for (g, sum) in sums.iter_mut().enumerate() {
+                    let i = g * blocks + b;
+                    let a = B::act_quants(&acts[i]);
+                    let a = _mm256_loadu_si256(a.as_ptr() as *const __m256i);
+                    let a = B::prep(_mm512_broadcast_i64x4(a));
+                    let mut v = [_mm512_setzero_si512(); 4];
+                    for (v, &q) in v.iter_mut().zip(&q) {
+                        *v = B::dot16(q, a);
+                    }
+                    step(sum, reduce8(v), &side[i]);
+                }
+            } else {
+                // Loops, not `array::from_fn`: a closure there would not inline the intrinsics.
+                let mut q = [_mm256_setzero_si256(); LANES];
+                for (c, q) in q.iter_mut().enumerate() {
+                    *q = B::quants(core::slice::from_raw_parts(p.add(c * rb), B::BYTES));
+                }
+                for (g, sum) in sums.iter_mut().enumerate() {
+                    let i = g * blocks + b;
+                    let a = B::act_quants(&acts[i]);
+                    let a = _mm256_loadu_si256(a.as_ptr() as *const __m256i);
+                    let mut v = [_mm256_setzero_si256(); LANES];
+                    for (v, &q) in v.iter_mut().zip(&q) {
+                        *v = B::dot(q, a);
+                    }
+                    step(sum, hsum8(v), &side[i]);
+                }
             }
         }
         let mut lanes = [[0.0f32; LANES]; R];
         for (l, s) in lanes.iter_mut().zip(sums) {
             _mm256_storeu_ps(l.as_mut_ptr(), s);
         }
-        core::array::from_fn(|c| core::array::from_fn(|g| lanes[g][c]))
+        // Loops, not `array::from_fn`: the closures would be calls.
+        let mut out = [[0.0f32; R]; LANES];
+        for (g, l) in lanes.iter().enumerate() {
+            for (c, &v) in l.iter().enumerate() {
+                out[c][g] = v;
+            }
+        }
+        out
     }
 }
 
 /// Eight columns from `j` into `out` (eight columns of `r.m` values): the activation rows four
 /// at a time, then one by one. Columns `j..j + 8` exist.
 #[inline(always)]
-unsafe fn eight<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], j: usize, at: __m256i, out: &mut [f32]) {
+unsafe fn eight<B: Small, const WIDE: bool>(
+    r: &Q8Rows<'_>,
+    acts: &[B::Act],
+    j: usize,
+    out: &mut [f32],
+) {
     const R: usize = 4;
     let (m, blocks, rb) = (r.m, r.blocks, r.row_bytes);
     let w = &r.w[j * rb..(j + LANES) * rb];
@@ -466,14 +622,14 @@ unsafe fn eight<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], j: usize, at: __m256i
         let (a, s) = (&acts[row * blocks..], &r.side[row * blocks..]);
         if row + R <= m {
             // SAFETY: AVX2 and F16C per the caller; `w` is eight rows; `R` rows from `row` exist.
-            let v = unsafe { chunk::<B, R>(w, rb, at, ahead, a, s, blocks) };
+            let v = unsafe { chunk::<B, R, WIDE>(w, rb, ahead, a, s, blocks) };
             for (c, v) in v.iter().enumerate() {
                 out[c * m + row..][..R].copy_from_slice(v);
             }
             row += R;
         } else {
             // SAFETY: as above, for one row.
-            let v = unsafe { chunk::<B, 1>(w, rb, at, ahead, a, s, blocks) };
+            let v = unsafe { chunk::<B, 1, WIDE>(w, rb, ahead, a, s, blocks) };
             for (c, v) in v.iter().enumerate() {
                 out[c * m + row] = v[0];
             }
@@ -485,7 +641,12 @@ unsafe fn eight<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], j: usize, at: __m256i
 /// The columns `cols` of format `B` with the activations `acts`: eight columns at a time in
 /// the lanes of a vector, the rest one by one, four activation rows at a time.
 #[inline(always)]
-unsafe fn columns<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], cols: Range<usize>, out: &mut [f32]) {
+unsafe fn columns<B: Small, const WIDE: bool>(
+    r: &Q8Rows<'_>,
+    acts: &[B::Act],
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
     const G: usize = 4;
     let (m, blocks) = (r.m, r.blocks);
     // `quant_linear` built the operands; others would only read short.
@@ -498,20 +659,12 @@ unsafe fn columns<B: Small>(r: &Q8Rows<'_>, acts: &[B::Act], cols: Range<usize>,
     if !fits || m == 0 {
         return;
     }
-    // Eight columns' offsets from the first, when they fit the gather's i32 lanes.
-    let at = i32::try_from(r.row_bytes.saturating_mul(LANES - 1)).map(|_| {
-        let rb = r.row_bytes as i32;
-        // SAFETY: register-only; AVX2 per the caller.
-        unsafe { _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb) }
-    });
     let mut j = cols.start;
-    if let Ok(at) = at {
-        while j + LANES <= cols.end {
-            let o = &mut out[(j - cols.start) * m..][..LANES * m];
-            // SAFETY: AVX2 and F16C per the caller; columns `j..j + 8` exist.
-            unsafe { eight::<B>(r, acts, j, at, o) };
-            j += LANES;
-        }
+    while j + LANES <= cols.end {
+        let o = &mut out[(j - cols.start) * m..][..LANES * m];
+        // SAFETY: AVX2 and F16C per the caller; columns `j..j + 8` exist.
+        unsafe { eight::<B, WIDE>(r, acts, j, o) };
+        j += LANES;
     }
     let tail = &mut out[(j - cols.start) * m..];
     let per = G * blocks;
@@ -542,6 +695,31 @@ pub(crate) fn supported() -> bool {
     std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
 }
 
+/// Whether this CPU runs [`q8_avx512`]: [`supported`] and AVX-512 F, BW, VL and VNNI.
+pub(crate) fn supported_avx512() -> bool {
+    supported()
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512vnni")
+}
+
+/// The columns of the 32-value formats, in AVX2 or (`WIDE`) AVX-512; the K-quants portable.
+#[inline(always)]
+unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY (the calls): the callers run with the features `WIDE` asks for.
+    unsafe {
+        match r.acts {
+            Q8Acts::Q8_0(a) => columns::<Q8_0, WIDE>(r, a, cols, out),
+            Q8Acts::Q4_0(a) => columns::<Q4_0, WIDE>(r, a, cols, out),
+            Q8Acts::Q5_0(a) => columns::<Q5_0, WIDE>(r, a, cols, out),
+            Q8Acts::Q4_1(a) => columns::<Q4_1, WIDE>(r, a, cols, out),
+            Q8Acts::Q5_1(a) => columns::<Q5_1, WIDE>(r, a, cols, out),
+            Q8Acts::Q4K(_) | Q8Acts::Q5K(_) | Q8Acts::Q6K(_) => q8_portable(r, cols, out),
+        }
+    }
+}
+
 /// The q8-mode columns `cols` of `r` into `out` (column-major), with the portable bits.
 ///
 /// # Safety
@@ -549,17 +727,20 @@ pub(crate) fn supported() -> bool {
 /// The CPU must support AVX2 and F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn q8_avx2(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
-    // SAFETY (the calls): this function runs with AVX2.
-    unsafe {
-        match r.acts {
-            Q8Acts::Q8_0(a) => columns::<Q8_0>(r, a, cols, out),
-            Q8Acts::Q4_0(a) => columns::<Q4_0>(r, a, cols, out),
-            Q8Acts::Q5_0(a) => columns::<Q5_0>(r, a, cols, out),
-            Q8Acts::Q4_1(a) => columns::<Q4_1>(r, a, cols, out),
-            Q8Acts::Q5_1(a) => columns::<Q5_1>(r, a, cols, out),
-            Q8Acts::Q4K(_) | Q8Acts::Q5K(_) | Q8Acts::Q6K(_) => q8_portable(r, cols, out),
-        }
-    }
+    // SAFETY: this function runs with AVX2 and F16C.
+    unsafe { formats::<false>(r, cols, out) }
+}
+
+/// [`q8_avx2`] with the blocks' integer dots in AVX-512 VNNI (`vpdpbusd`), two weight rows
+/// to a vector; the same bits.
+///
+/// # Safety
+///
+/// The CPU must support what [`supported_avx512`] asks.
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn q8_avx512(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
+    // SAFETY: this function runs with every feature the wide path needs.
+    unsafe { formats::<true>(r, cols, out) }
 }
 
 #[cfg(test)]
@@ -601,15 +782,25 @@ mod tests {
             let len = cols.len() * m;
             let mut want = vec![0.0f32; len];
             q8_portable(&r, cols.clone(), &mut want);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             let mut got = vec![f32::NAN; len];
             // SAFETY: the caller checked that the CPU has AVX2 and F16C.
             unsafe { q8_avx2(&r, cols.clone(), &mut got) };
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(
                 bits(&got),
                 bits(&want),
-                "blocks {blocks}, rows {m}, {cols:?}"
+                "avx2: blocks {blocks}, rows {m}, {cols:?}"
             );
+            if supported_avx512() {
+                let mut got = vec![f32::NAN; len];
+                // SAFETY: the CPU has what `q8_avx512` needs, as checked.
+                unsafe { q8_avx512(&r, cols.clone(), &mut got) };
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "avx512: blocks {blocks}, rows {m}, {cols:?}"
+                );
+            }
             assert!(want.iter().all(|v| v.is_finite()));
         }
     }
