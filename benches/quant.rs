@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skainet_schedule::quant::GgmlType;
-use skainet_schedule::{quant_linear, Activations, QMatrix};
+use skainet_schedule::{
+    cpu_kernels, quant_linear, quant_linear_with, Activations, KernelConfig, KernelProvider,
+    QMatrix, Sequential,
+};
 
 use common::{schedules, tensor};
 
@@ -89,5 +92,39 @@ fn bench_quant(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_quant);
+/// q8 mode under `Sequential` on each kernel variant this CPU runs: what each vector path adds
+/// to the integer dots, on the shipped file's two formats.
+fn bench_q8_variants(c: &mut Criterion) {
+    let variants: Vec<_> = cpu_kernels()
+        .providers()
+        .iter()
+        .filter(|v| v.is_available())
+        .cloned()
+        .collect();
+    for (m, k, n) in [(1, 1536, 576), (1, 576, 49152), (128, 1536, 576)] {
+        let x = tensor(vec![m, k], 7);
+        let mut group = c.benchmark_group(format!("quant_q8_variant/{m}x{k}x{n}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(1));
+        for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
+            let bytes = weight(ty, n, k, ty.id());
+            let w = QMatrix::new(ty, n, k, &bytes).expect("whole blocks");
+            group.throughput(Throughput::Bytes(bytes.len() as u64));
+            for v in &variants {
+                let config = KernelConfig::new(v.clone());
+                group.bench_function(format!("{ty:?}/{}", v.name()), |bench| {
+                    bench.iter(|| {
+                        quant_linear_with(&config, black_box(&x), &w, Activations::Q8, &Sequential)
+                            .unwrap()
+                    })
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_quant, bench_q8_variants);
 criterion_main!(benches);
