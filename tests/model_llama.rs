@@ -457,3 +457,25 @@ fn real_model_tokens_and_logits_are_the_same_bits_under_hardware() {
         assert_eq!(logits.to_bits(), want_logits.to_bits(), "{mode:?}");
     }
 }
+
+/// The ChatML prompt "What is the capital of France?" (`<|im_start|>user\n…<|im_end|>\n
+/// <|im_start|>assistant\n`, ids from llama.cpp's tokenizer) and llama.cpp's 24 greedy tokens
+/// on the same file: a program on its C API outside this repository (one thread, an F32 K/V
+/// cache, flash attention off, the argmax of each step's last logits, the end markers ignored;
+/// its q8 arithmetic: Q8_1 activations into the Q4_1 weights, Q8_0 into the head). " The
+/// capital of France is Paris." and what follows the end marker. (On [`FRANCE`] the two part
+/// at the sixth token, a near tie; llama.cpp's vector dots sum in another order.)
+const CHAT: [u32; 16] = [
+    1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198,
+];
+const CHAT_LLAMA_CPP: [u32; 24] = [
+    504, 3575, 282, 4649, 314, 7042, 30, 2, 198, 2, 1, 9690, 198, 2, 198, 1, 4093, 198, 57, 5248,
+    3946, 288, 7198, 253,
+];
+
+#[test]
+fn real_model_q8_mode_writes_llama_cpps_greedy_tokens() {
+    let model = Llama::from_gguf(real().gguf()).unwrap();
+    let (tokens, _) = greedy(&model, &CHAT, 24, Activations::Q8, &Sequential);
+    assert_eq!(tokens, CHAT_LLAMA_CPP);
+}
