@@ -112,13 +112,14 @@ pub use context::{
 pub use kernels::{
     add_broadcast, add_broadcast_with, conv2d, conv2d_with, cpu_kernels, embedding, embedding_with,
     exp, linear, linear_with, matmul, matmul_with, parallel_chunks, quant_embedding,
-    quant_embedding_with, quant_linear, quant_linear_with, rms_norm, rms_norm_with, rope,
-    rope_interleaved, rope_interleaved_with, rope_with, scaled_dot_product_attention,
-    scaled_dot_product_attention_with, selected_kernels, silu_mul, silu_mul_with, Activations,
-    Conv2dOptions, CpuKernels, CpuOps, KernelConfig, KernelError, OpsRef, Precision, QMatrix,
-    SdpaOptions, TensorOps, Work, CONV2D_PARALLEL_MIN_WORK, DECODER_PARALLEL_MIN_WORK, EXP_MAX_ARG,
-    EXP_MAX_REL_ERROR, EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, QUANT_PARALLEL_MIN_WORK,
-    SDPA_LATE_HELPER_WORK, SDPA_PARALLEL_MIN_WORK,
+    quant_embedding_with, quant_linear, quant_linear_many, quant_linear_many_with,
+    quant_linear_with, rms_norm, rms_norm_with, rope, rope_interleaved, rope_interleaved_with,
+    rope_with, scaled_dot_product_attention, scaled_dot_product_attention_with, selected_kernels,
+    silu_mul, silu_mul_with, Activations, Conv2dOptions, CpuKernels, CpuOps, KernelConfig,
+    KernelError, OpsRef, Precision, QMatrix, SdpaOptions, TensorOps, Work,
+    CONV2D_PARALLEL_MIN_WORK, DECODER_PARALLEL_MIN_WORK, EXP_MAX_ARG, EXP_MAX_REL_ERROR,
+    EXP_MIN_ARG, MATMUL_PARALLEL_MIN_WORK, QUANT_PARALLEL_MIN_WORK, SDPA_LATE_HELPER_WORK,
+    SDPA_PARALLEL_MIN_WORK,
 };
 pub use kv_cache::KvCache;
 pub use registry::{KernelDispatch, KernelProvider, KernelRegistry};

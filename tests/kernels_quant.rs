@@ -9,8 +9,9 @@ mod common;
 use common::{all_schedules, uniform};
 use skainet_schedule::quant::{decode_row, f32_to_f16, BlockQ4_1, BlockQ8_0, GgmlType, QuantError};
 use skainet_schedule::{
-    linear, quant_embedding, quant_embedding_with, quant_linear, quant_linear_with, Activations,
-    KernelConfig, KernelError, QMatrix, Sequential, ShapeError, Tensor,
+    linear, quant_embedding, quant_embedding_with, quant_linear, quant_linear_many,
+    quant_linear_many_with, quant_linear_with, Activations, KernelConfig, KernelError, QMatrix,
+    Sequential, ShapeError, Tensor,
 };
 
 /// Random blocks of `ty` with every f16 scale set to a moderate value of either sign, so
@@ -88,6 +89,86 @@ fn quant_linear_is_bit_identical_under_every_schedule_for_every_type_and_mode() 
             }
         }
     }
+}
+
+#[test]
+fn quant_linear_many_gives_each_weights_own_bits_under_every_schedule() {
+    let schedules = all_schedules();
+    let config = always_fork();
+    // Widths that are not multiples of the kernels' eight-row chunks or of the grain, so that
+    // a region's pieces straddle two weights.
+    let (k, widths) = (256, [37, 9, 50]);
+    for ty in GgmlType::ALL {
+        let bytes: Vec<Vec<u8>> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| random_weight(ty, n, k, ty.id() * 3 + i as u32))
+            .collect();
+        let ws: Vec<QMatrix<'_>> = bytes
+            .iter()
+            .zip(widths)
+            .map(|(b, n)| QMatrix::new(ty, n, k, b).unwrap())
+            .collect();
+        for rows in [1, 3] {
+            let x = uniform(&[rows, k], 11 + rows as u32);
+            for mode in [Activations::Exact, Activations::Q8] {
+                let want: Vec<Vec<u32>> = ws
+                    .iter()
+                    .map(|w| {
+                        quant_linear_with(&config, &x, w, mode, &Sequential)
+                            .unwrap()
+                            .to_bits()
+                    })
+                    .collect();
+                for s in &schedules {
+                    let got = quant_linear_many_with(&config, &x, &ws, mode, &**s).unwrap();
+                    let got: Vec<Vec<u32>> = got.iter().map(Tensor::to_bits).collect();
+                    assert_eq!(got, want, "{ty} {mode:?} rows {rows} under {}", s.name());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quant_linear_many_runs_weights_of_different_formats_one_by_one() {
+    let k = 256;
+    let a = random_weight(GgmlType::Q4_1, 20, k, 1);
+    let b = random_weight(GgmlType::Q6_K, 12, k, 2);
+    let ws = [
+        QMatrix::new(GgmlType::Q4_1, 20, k, &a).unwrap(),
+        QMatrix::new(GgmlType::Q6_K, 12, k, &b).unwrap(),
+    ];
+    let x = uniform(&[2, k], 5);
+    for mode in [Activations::Exact, Activations::Q8] {
+        let got = quant_linear_many(&x, &ws, mode, &Sequential).unwrap();
+        assert_eq!(got.len(), 2);
+        for (got, w) in got.iter().zip(&ws) {
+            let want = quant_linear(&x, w, mode, &Sequential).unwrap();
+            assert_eq!((got.shape(), got.to_bits()), (want.shape(), want.to_bits()));
+        }
+    }
+    assert!(quant_linear_many(&x, &[], Activations::Q8, &Sequential)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn quant_linear_many_rejects_a_weight_of_another_width_naming_it() {
+    let a = random_weight(GgmlType::Q8_0, 2, 64, 1);
+    let b = random_weight(GgmlType::Q8_0, 3, 32, 2);
+    let ws = [
+        QMatrix::new(GgmlType::Q8_0, 2, 64, &a).unwrap(),
+        QMatrix::new(GgmlType::Q8_0, 3, 32, &b).unwrap(),
+    ];
+    let x = uniform(&[1, 64], 1);
+    assert_eq!(
+        quant_linear_many(&x, &ws, Activations::Q8, &Sequential).unwrap_err(),
+        KernelError::Shape(ShapeError::MatmulInnerMismatch {
+            a: vec![1, 64],
+            b: vec![3, 32]
+        })
+    );
 }
 
 #[test]

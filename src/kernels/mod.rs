@@ -53,8 +53,8 @@ pub use matmul::{linear, linear_with, matmul, matmul_with, MATMUL_PARALLEL_MIN_W
 pub use ops::{CpuOps, OpsRef, TensorOps};
 pub use parallel::{parallel_chunks, Work};
 pub use qlinear::{
-    quant_embedding, quant_embedding_with, quant_linear, quant_linear_with, Activations, QMatrix,
-    QUANT_PARALLEL_MIN_WORK,
+    quant_embedding, quant_embedding_with, quant_linear, quant_linear_many, quant_linear_many_with,
+    quant_linear_with, Activations, QMatrix, QUANT_PARALLEL_MIN_WORK,
 };
 pub use sdpa::{
     scaled_dot_product_attention, scaled_dot_product_attention_with, SdpaOptions,

@@ -201,14 +201,115 @@ pub fn quant_linear_with<'a>(
     mode: Activations,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    const OP: &str = "quant_linear";
+    let mut outs = linear_many(config, x.into(), core::slice::from_ref(w), mode, schedule)?;
+    // One weight, one output.
+    outs.pop().ok_or(KernelError::Scratch {
+        op: "quant_linear",
+        elements: 0,
+    })
+}
+
+/// [`quant_linear`] of one `x` by several weights of the same input width (a layer's query,
+/// key and value projections; its gate and up projections): one output per weight, each
+/// bit-identical to its own [`quant_linear`] call.
+///
+/// Weights of one format share one region of the schedule over all their rows and, in q8 mode,
+/// one quantization of `x`: a decode step then opens one region where it opened three. Weights
+/// of different formats run one call each.
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // loom primitives only work inside a model
+/// use skainet_schedule::quant::{BlockQ8_0, GgmlType};
+/// use skainet_schedule::{quant_linear, quant_linear_many, Activations, QMatrix, Sequential, Tensor};
+/// let rows = [BlockQ8_0 { d: 0x3c00, qs: [1; 32] }, BlockQ8_0 { d: 0x3c00, qs: [-2; 32] }];
+/// let bytes: Vec<u8> = rows.iter().flat_map(|b| b.to_le_bytes()).collect();
+/// let a = QMatrix::new(GgmlType::Q8_0, 2, 32, &bytes).unwrap();
+/// let b = QMatrix::new(GgmlType::Q8_0, 1, 32, &bytes[..34]).unwrap();
+/// let x = Tensor::new(vec![1, 32], vec![0.5; 32]).unwrap();
+/// let ys = quant_linear_many(&x, &[a, b], Activations::Q8, &Sequential).unwrap();
+/// assert_eq!((ys[0].data(), ys[1].data()), (&[16.0, -32.0][..], &[16.0][..]));
+/// assert_eq!(ys[1], quant_linear(&x, &b, Activations::Q8, &Sequential).unwrap());
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// As [`quant_linear`], for the first weight that fails.
+pub fn quant_linear_many<'a>(
+    x: impl Into<TensorView<'a>>,
+    ws: &[QMatrix<'_>],
+    mode: Activations,
+    schedule: &dyn Schedule,
+) -> Result<Vec<Tensor>, KernelError> {
+    quant_linear_many_with(&KernelConfig::selected(), x, ws, mode, schedule)
+}
+
+/// [`quant_linear_many`] with a given [`KernelConfig`], as [`quant_linear_with`].
+///
+/// # Errors
+///
+/// As [`quant_linear`], for the first weight that fails.
+pub fn quant_linear_many_with<'a>(
+    config: &KernelConfig,
+    x: impl Into<TensorView<'a>>,
+    ws: &[QMatrix<'_>],
+    mode: Activations,
+    schedule: &dyn Schedule,
+) -> Result<Vec<Tensor>, KernelError> {
     let x = x.into();
-    let dims = shape::linear(x.shape(), &[w.rows, w.cols])?;
+    match ws.first() {
+        Some(first) if ws.iter().any(|w| w.ty != first.ty) => {
+            let mut outs = Vec::new();
+            outs.try_reserve_exact(ws.len())
+                .map_err(|_| KernelError::Scratch {
+                    op: "quant_linear",
+                    elements: ws.len(),
+                })?;
+            for w in ws {
+                let mut one =
+                    linear_many(config, x.clone(), core::slice::from_ref(w), mode, schedule)?;
+                outs.append(&mut one);
+            }
+            Ok(outs)
+        }
+        _ => linear_many(config, x, ws, mode, schedule),
+    }
+}
+
+/// The products of `x` by the weights `ws`, all of one format: one region over all their
+/// rows, one output each.
+fn linear_many(
+    config: &KernelConfig,
+    x: TensorView<'_>,
+    ws: &[QMatrix<'_>],
+    mode: Activations,
+    schedule: &dyn Schedule,
+) -> Result<Vec<Tensor>, KernelError> {
+    const OP: &str = "quant_linear";
+    let mut outs = Vec::new();
+    outs.try_reserve_exact(ws.len())
+        .map_err(|_| KernelError::Scratch {
+            op: OP,
+            elements: ws.len(),
+        })?;
+    let Some(first) = ws.first() else {
+        return Ok(outs);
+    };
+    let (mut m, mut k, mut n) = (0, 0, 0usize);
+    for w in ws {
+        let dims = shape::linear(x.shape(), &[w.rows, w.cols])?;
+        (m, k) = (dims.rows, dims.inner);
+        n = n
+            .checked_add(dims.cols)
+            .ok_or_else(|| ShapeError::TooLarge {
+                op: OP,
+                shapes: ws.iter().map(|w| vec![w.rows, w.cols]).collect(),
+            })?;
+        outs.push(Tensor::zeros(dims.output_shape)?);
+    }
     shape::contiguous_rows(OP, "x", x.shape(), x.strides())?;
-    let (m, k, n) = (dims.rows, dims.inner, dims.cols);
-    let mut out = Tensor::zeros(dims.output_shape)?;
     if m == 0 || n == 0 || k == 0 {
-        return Ok(out);
+        return Ok(outs);
     }
     let mut xs: Vec<&[f32]> = Vec::new();
     xs.try_reserve_exact(m).map_err(|_| KernelError::Scratch {
@@ -235,37 +336,42 @@ pub fn quant_linear_with<'a>(
         n,
     };
     let q8 = mode == Activations::Q8;
-    match w.ty {
+    let outs_mut = &mut outs[..];
+    match first.ty {
         GgmlType::Q8_0 if q8 => {
-            run_q8::<BlockQ8_0>(config, &run, &xs, w, quant::quantize_row_q8_0, &mut out)
+            run_q8::<BlockQ8_0>(config, &run, &xs, ws, quant::quantize_row_q8_0, outs_mut)
         }
         GgmlType::Q4_0 if q8 => {
-            run_q8::<BlockQ4_0>(config, &run, &xs, w, quant::quantize_row_q8_0, &mut out)
+            run_q8::<BlockQ4_0>(config, &run, &xs, ws, quant::quantize_row_q8_0, outs_mut)
         }
         GgmlType::Q5_0 if q8 => {
-            run_q8::<BlockQ5_0>(config, &run, &xs, w, quant::quantize_row_q8_0, &mut out)
+            run_q8::<BlockQ5_0>(config, &run, &xs, ws, quant::quantize_row_q8_0, outs_mut)
         }
         GgmlType::Q4_1 if q8 => {
-            run_q8::<BlockQ4_1>(config, &run, &xs, w, quant::quantize_row_q8_1, &mut out)
+            run_q8::<BlockQ4_1>(config, &run, &xs, ws, quant::quantize_row_q8_1, outs_mut)
         }
         GgmlType::Q5_1 if q8 => {
-            run_q8::<BlockQ5_1>(config, &run, &xs, w, quant::quantize_row_q8_1, &mut out)
+            run_q8::<BlockQ5_1>(config, &run, &xs, ws, quant::quantize_row_q8_1, outs_mut)
         }
         GgmlType::Q4_K if q8 => {
-            run_q8::<BlockQ4_K>(config, &run, &xs, w, quant::quantize_row_q8_K, &mut out)
+            run_q8::<BlockQ4_K>(config, &run, &xs, ws, quant::quantize_row_q8_K, outs_mut)
         }
         GgmlType::Q5_K if q8 => {
-            run_q8::<BlockQ5_K>(config, &run, &xs, w, quant::quantize_row_q8_K, &mut out)
+            run_q8::<BlockQ5_K>(config, &run, &xs, ws, quant::quantize_row_q8_K, outs_mut)
         }
         GgmlType::Q6_K if q8 => {
-            run_q8::<BlockQ6_K>(config, &run, &xs, w, quant::quantize_row_q8_K, &mut out)
+            run_q8::<BlockQ6_K>(config, &run, &xs, ws, quant::quantize_row_q8_K, outs_mut)
         }
-        _ => run_exact(config, &run, &xs, w, &mut out),
+        _ => run_exact(config, &run, &xs, ws, outs_mut),
     }?;
-    Ok(out)
+    Ok(outs)
 }
 
-/// How the output columns of one call are split: `m` rows × `n` columns.
+/// A body of [`Columns::run`]: weight `i`, its columns, their values.
+type WeightColumns<'a> = dyn Fn(usize, core::ops::Range<usize>, &mut [f32]) + Sync + 'a;
+
+/// How the output columns of one call are split: `m` rows × `n` columns, the columns of all
+/// the call's weights one after another.
 struct Columns<'s> {
     schedule: &'s dyn Schedule,
     work: Work,
@@ -274,26 +380,45 @@ struct Columns<'s> {
 }
 
 impl Columns<'_> {
-    /// Runs `body(cols, values)` over the output columns under the schedule (`values`: the
-    /// `m` outputs of each column of `cols`, column after column) and writes them to the
-    /// row-major `out`: straight in for one row, else through a column-major buffer
-    /// transposed after.
+    /// Runs `body(w, cols, values)` for weight `w`'s columns `cols` under the schedule
+    /// (`values`: the `m` outputs of each column of `cols`, column after column; a region's
+    /// range that spans two weights is one call per weight) and writes them to the row-major
+    /// `outs` (weight `i`'s into `outs[i]`, `widths[i]` columns): straight in for one weight
+    /// and one row, else through a column-major buffer.
     fn run(
         &self,
-        out: &mut [f32],
-        body: &(dyn Fn(core::ops::Range<usize>, &mut [f32]) + Sync),
+        outs: &mut [Tensor],
+        widths: &[usize],
+        body: &WeightColumns<'_>,
     ) -> Result<(), KernelError> {
         const OP: &str = "quant_linear";
         let (m, n) = (self.m, self.n);
         let body = |cols: core::ops::Range<usize>, chunk: &mut [f32]| {
-            body(cols, chunk);
+            // Weight `i`'s columns are `from..from + widths[i]` of all of them.
+            let mut from = 0;
+            for (i, &width) in widths.iter().enumerate() {
+                let (lo, hi) = (cols.start.max(from), cols.end.min(from + width));
+                if lo < hi {
+                    let values = &mut chunk[(lo - cols.start) * m..(hi - cols.start) * m];
+                    body(i, lo - from..hi - from, values);
+                }
+                from += width;
+            }
             Ok(())
         };
         let grain = WEIGHT_ROWS_PER_CALL;
-        if m == 1 {
-            return parallel_chunks_grained(OP, self.schedule, out, 1, grain, self.work, &body);
+        if let ([out], 1) = (&mut *outs, m) {
+            return parallel_chunks_grained(
+                OP,
+                self.schedule,
+                out.data_mut(),
+                1,
+                grain,
+                self.work,
+                &body,
+            );
         }
-        let mut by_column = scratch(OP, out.len())?;
+        let mut by_column = scratch(OP, m * n)?;
         parallel_chunks_grained(
             OP,
             self.schedule,
@@ -303,13 +428,29 @@ impl Columns<'_> {
             self.work,
             &body,
         )?;
-        for (j, column) in by_column.chunks_exact(m).enumerate() {
-            for (r, &v) in column.iter().enumerate() {
-                out[r * n + j] = v;
+        let mut columns = by_column.chunks_exact(m);
+        for (out, &width) in outs.iter_mut().zip(widths) {
+            let out = out.data_mut();
+            for (j, column) in columns.by_ref().take(width).enumerate() {
+                for (r, &v) in column.iter().enumerate() {
+                    out[r * width + j] = v;
+                }
             }
         }
         Ok(())
     }
+}
+
+/// The output widths (rows) of `ws`, on the stack for the usual few weights.
+fn widths(ws: &[QMatrix<'_>]) -> Result<Vec<usize>, KernelError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(ws.len())
+        .map_err(|_| KernelError::Scratch {
+            op: "quant_linear",
+            elements: ws.len(),
+        })?;
+    v.extend(ws.iter().map(|w| w.rows));
+    Ok(v)
 }
 
 /// Exact mode: each column's weight row decoded a block at a time, against every row of `x`,
@@ -318,18 +459,22 @@ fn run_exact(
     config: &KernelConfig,
     run: &Columns<'_>,
     xs: &[&[f32]],
-    w: &QMatrix<'_>,
-    out: &mut Tensor,
+    ws: &[QMatrix<'_>],
+    outs: &mut [Tensor],
 ) -> Result<(), KernelError> {
-    let rows = QRows {
-        ty: w.ty,
-        xs,
-        w: w.bytes,
-        row_bytes: w.row_bytes,
-        k: w.cols,
-    };
     let kernel = config.pick(&config.kernels().qexact);
-    run.run(out.data_mut(), &|cols, values| kernel(&rows, cols, values))
+    let widths = widths(ws)?;
+    run.run(outs, &widths, &|i, cols, values| {
+        let w = &ws[i];
+        let rows = QRows {
+            ty: w.ty,
+            xs,
+            w: w.bytes,
+            row_bytes: w.row_bytes,
+            k: w.cols,
+        };
+        kernel(&rows, cols, values)
+    })
 }
 
 /// An activation quantizer (`quant::quantize_row_q8_*`).
@@ -337,17 +482,21 @@ type Quantizer<A> = fn(&[f32], &mut [A]) -> Result<(), QuantError>;
 
 /// Q8 mode: every row of `x` quantized once into `W`'s activation blocks (with their scales
 /// widened once, [`Q8Side`]), then each column's weight row dotted with each, by the loop
-/// `config`'s variant has (every variant gives the portable bits).
+/// `config`'s variant has (every variant gives the portable bits). `ws`: weights of format
+/// `W`, all of `xs`'s width.
 fn run_q8<W: QDot>(
     config: &KernelConfig,
     run: &Columns<'_>,
     xs: &[&[f32]],
-    w: &QMatrix<'_>,
+    ws: &[QMatrix<'_>],
     quantize: Quantizer<W::Act>,
-    out: &mut Tensor,
+    outs: &mut [Tensor],
 ) -> Result<(), KernelError> {
     const OP: &str = "quant_linear";
-    let per_row = w.cols / W::LEN;
+    let Some(first) = ws.first() else {
+        return Ok(());
+    };
+    let per_row = first.cols / W::LEN;
     let total = per_row.checked_mul(xs.len()).ok_or(KernelError::Scratch {
         op: OP,
         elements: usize::MAX,
@@ -366,16 +515,20 @@ fn run_q8<W: QDot>(
         quantize(x, a)?;
     }
     side.extend(acts.iter().map(Q8Side::of));
-    let rows = Q8Rows {
-        acts: W::acts(&acts),
-        side: &side,
-        w: w.bytes,
-        row_bytes: w.row_bytes,
-        blocks: per_row,
-        m: run.m,
-    };
     let kernel = config.kernels().q8;
-    run.run(out.data_mut(), &|cols, values| kernel(&rows, cols, values))
+    let widths = widths(ws)?;
+    run.run(outs, &widths, &|i, cols, values| {
+        let w = &ws[i];
+        let rows = Q8Rows {
+            acts: W::acts(&acts),
+            side: &side,
+            w: w.bytes,
+            row_bytes: w.row_bytes,
+            blocks: per_row,
+            m: run.m,
+        };
+        kernel(&rows, cols, values)
+    })
 }
 
 /// The rows `ids` of a quantized table (`table.rows()` rows of `table.cols()` values), each
