@@ -15,7 +15,7 @@ use core::fmt;
 use crate::gguf::{Gguf, GgufError, TensorInfo};
 use crate::quant::{self, GgmlType, QuantError};
 use crate::{
-    add_broadcast, quant_embedding, quant_linear, rms_norm, rope_interleaved,
+    add_broadcast, quant_embedding, quant_linear, quant_linear_many, rms_norm, rope_interleaved,
     scaled_dot_product_attention, silu_mul, Activations, KernelError, KvCache, QMatrix, Schedule,
     SdpaOptions, Tensor, TensorView,
 };
@@ -524,9 +524,8 @@ impl<'a> Llama<'a> {
         let mut x = quant_embedding(tokens, &self.embd, schedule)?;
         for (b, layer) in self.blocks.iter().zip(cache.layers.iter_mut()) {
             let h = rms_norm(&x, &b.attn_norm, c.rms_eps, schedule)?;
-            let q = quant_linear(&h, &b.wq, mode, schedule)?;
-            let k = quant_linear(&h, &b.wk, mode, schedule)?;
-            let v = quant_linear(&h, &b.wv, mode, schedule)?;
+            // One region (and one quantization of `h`) for the three projections.
+            let [q, k, v] = three(quant_linear_many(&h, &[b.wq, b.wk, b.wv], mode, schedule)?)?;
             let q = rope_interleaved(heads(&q, c.heads, hd)?, offset, c.rope_base, schedule)?;
             let k = rope_interleaved(heads(&k, c.kv_heads, hd)?, offset, c.rope_base, schedule)?;
             layer.append(k.view(), heads(&v, c.kv_heads, hd)?)?;
@@ -540,8 +539,7 @@ impl<'a> Llama<'a> {
                 .reshape(alloc::vec![s, c.heads * hd])?;
             x = add_broadcast(&x, &quant_linear(&attn, &b.wo, mode, schedule)?, schedule)?;
             let h = rms_norm(&x, &b.ffn_norm, c.rms_eps, schedule)?;
-            let gate = quant_linear(&h, &b.w_gate, mode, schedule)?;
-            let up = quant_linear(&h, &b.w_up, mode, schedule)?;
+            let [gate, up] = two(quant_linear_many(&h, &[b.w_gate, b.w_up], mode, schedule)?)?;
             let act = silu_mul(&gate, &up, schedule)?;
             x = add_broadcast(
                 &x,
@@ -557,6 +555,26 @@ impl<'a> Llama<'a> {
         let h = rms_norm(rows, &self.output_norm, c.rms_eps, schedule)?;
         Ok(quant_linear(&h, &self.output, mode, schedule)?)
     }
+}
+
+/// The outputs of a [`quant_linear_many`] call of three weights.
+fn three(outs: Vec<Tensor>) -> Result<[Tensor; 3], ModelError> {
+    <[Tensor; 3]>::try_from(outs).map_err(|_| {
+        ModelError::Kernel(KernelError::Scratch {
+            op: "quant_linear",
+            elements: 3,
+        })
+    })
+}
+
+/// The outputs of a [`quant_linear_many`] call of two weights.
+fn two(outs: Vec<Tensor>) -> Result<[Tensor; 2], ModelError> {
+    <[Tensor; 2]>::try_from(outs).map_err(|_| {
+        ModelError::Kernel(KernelError::Scratch {
+            op: "quant_linear",
+            elements: 2,
+        })
+    })
 }
 
 /// `t` `[s, heads·hd]` seen as `[1, heads, s, hd]`, without a copy.
