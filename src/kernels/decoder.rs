@@ -203,13 +203,73 @@ fn rotate(
     schedule: &dyn Schedule,
     row: fn(&[f32], &[[f32; 2]], &mut [f32]),
 ) -> Result<Tensor, KernelError> {
+    let [_, _, s, hd] = shape::rope(x.shape(), offset)?;
+    let table = angle_table(offset, s, hd, theta).ok_or(KernelError::Scratch {
+        op: "rope",
+        elements: s.saturating_mul(hd),
+    })?;
+    rotate_by(config, x, offset, &table, schedule, row)
+}
+
+/// The rotary angles of positions `offset..offset + len` for heads of `hd` values and base
+/// `theta` ([`angle_table`]), kept with what they were computed for: a decoder computes them
+/// once per step for the queries and keys of every layer.
+#[cfg(feature = "model")]
+pub(crate) struct Angles {
+    key: (usize, usize, usize, u32),
+    table: Vec<[f32; 2]>,
+}
+
+#[cfg(feature = "model")]
+impl Angles {
+    /// The angles, or `None` when the table cannot be allocated.
+    pub(crate) fn new(offset: usize, len: usize, hd: usize, theta: f32) -> Option<Self> {
+        Some(Self {
+            key: (offset, len, hd, theta.to_bits()),
+            table: angle_table(offset, len, hd, theta)?,
+        })
+    }
+}
+
+/// [`rope_interleaved`] with `angles` where they are `x`'s (its positions and head width,
+/// `offset` and `theta`); otherwise it computes its own, as [`rope_interleaved`]. The same bits.
+#[cfg(feature = "model")]
+pub(crate) fn rope_interleaved_by(
+    x: TensorView<'_>,
+    offset: usize,
+    theta: f32,
+    angles: &Angles,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    let config = KernelConfig::selected();
+    let [_, _, s, hd] = shape::rope(x.shape(), offset)?;
+    if angles.key != (offset, s, hd, theta.to_bits()) {
+        return rotate(&config, x, offset, theta, schedule, rope_interleaved_row);
+    }
+    rotate_by(
+        &config,
+        x,
+        offset,
+        &angles.table,
+        schedule,
+        rope_interleaved_row,
+    )
+}
+
+/// [`rotate`] with its angle table given: `s · hd / 2` angles for `x`'s positions, as
+/// [`angle_table`] computes them.
+fn rotate_by(
+    config: &KernelConfig,
+    x: TensorView<'_>,
+    offset: usize,
+    table: &[[f32; 2]],
+    schedule: &dyn Schedule,
+    row: fn(&[f32], &[[f32; 2]], &mut [f32]),
+) -> Result<Tensor, KernelError> {
     const OP: &str = "rope";
     let [_, _, s, hd] = shape::rope(x.shape(), offset)?;
     let x = Rows::new(OP, "x", x)?;
-    let table = angle_table(offset, s, hd, theta).ok_or(KernelError::Scratch {
-        op: OP,
-        elements: s.saturating_mul(hd),
-    })?;
+    debug_assert_eq!(table.len(), s * (hd / 2));
     let mut out = Tensor::zeros(x.view.shape().to_vec())?;
     let half = hd / 2;
     for_rows(OP, config, schedule, &mut out, hd, &|r, o| {
@@ -477,4 +537,37 @@ pub fn embedding_with<'a>(
         Ok(())
     })?;
     Ok(out)
+}
+
+#[cfg(all(test, feature = "model", not(feature = "loom")))]
+mod tests {
+    use super::*;
+    use crate::Sequential;
+
+    #[test]
+    fn rope_by_angles_has_rope_interleaveds_bits_and_recomputes_angles_of_other_positions() {
+        let (s, hd, theta) = (3, 8, 100_000.0);
+        let data: Vec<f32> = (0..2 * s * hd).map(|i| (i as f32 * 0.37).sin()).collect();
+        let x = Tensor::new(vec![1, 2, s, hd], data).unwrap();
+        let want = rope_interleaved(&x, 5, theta, &Sequential).unwrap();
+        let angles = Angles::new(5, s, hd, theta).unwrap();
+        let got = rope_interleaved_by(x.view(), 5, theta, &angles, &Sequential).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits());
+        // Angles of another offset, length, width or base are not used.
+        for other in [
+            Angles::new(4, s, hd, theta),
+            Angles::new(5, s + 1, hd, theta),
+            Angles::new(5, s, hd + 2, theta),
+            Angles::new(5, s, hd, 10_000.0),
+        ] {
+            let got = rope_interleaved_by(x.view(), 5, theta, &other.unwrap(), &Sequential);
+            assert_eq!(got.unwrap().to_bits(), want.to_bits());
+        }
+        // And the shape errors are rope's.
+        let odd = Tensor::new(vec![1, 1, 1, 3], vec![0.0; 3]).unwrap();
+        assert_eq!(
+            rope_interleaved_by(odd.view(), 0, theta, &angles, &Sequential).unwrap_err(),
+            rope_interleaved(&odd, 0, theta, &Sequential).unwrap_err()
+        );
+    }
 }

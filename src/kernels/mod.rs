@@ -28,7 +28,7 @@
 
 mod config;
 mod conv;
-mod decoder;
+pub(crate) mod decoder;
 mod error;
 mod loops;
 mod matmul;

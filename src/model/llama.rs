@@ -13,9 +13,10 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::gguf::{Gguf, GgufError, TensorInfo};
+use crate::kernels::decoder::{rope_interleaved_by, Angles};
 use crate::quant::{self, GgmlType, QuantError};
 use crate::{
-    add_broadcast, quant_embedding, quant_linear, quant_linear_many, rms_norm, rope_interleaved,
+    add_broadcast, quant_embedding, quant_linear, quant_linear_many, rms_norm,
     scaled_dot_product_attention, silu_mul, Activations, KernelError, KvCache, QMatrix, Schedule,
     SdpaOptions, Tensor, TensorView,
 };
@@ -522,12 +523,19 @@ impl<'a> Llama<'a> {
             causal: true,
         };
         let mut x = quant_embedding(tokens, &self.embd, schedule)?;
+        // The rotary angles of this step's positions, once for every layer's queries and keys.
+        let theta = c.rope_base;
+        let angles = Angles::new(offset, s, hd, theta).ok_or(KernelError::Scratch {
+            op: "rope",
+            elements: s.saturating_mul(hd),
+        })?;
         for (b, layer) in self.blocks.iter().zip(cache.layers.iter_mut()) {
             let h = rms_norm(&x, &b.attn_norm, c.rms_eps, schedule)?;
             // One region (and one quantization of `h`) for the three projections.
             let [q, k, v] = three(quant_linear_many(&h, &[b.wq, b.wk, b.wv], mode, schedule)?)?;
-            let q = rope_interleaved(heads(&q, c.heads, hd)?, offset, c.rope_base, schedule)?;
-            let k = rope_interleaved(heads(&k, c.kv_heads, hd)?, offset, c.rope_base, schedule)?;
+            let q = rope_interleaved_by(heads(&q, c.heads, hd)?, offset, theta, &angles, schedule)?;
+            let k =
+                rope_interleaved_by(heads(&k, c.kv_heads, hd)?, offset, theta, &angles, schedule)?;
             layer.append(k.view(), heads(&v, c.kv_heads, hd)?)?;
             let (keys, values) = layer.keys_values();
             let attn = scaled_dot_product_attention(&q, keys, values, None, &causal, schedule)?;
