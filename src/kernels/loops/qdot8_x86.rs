@@ -11,10 +11,10 @@
 //!   block's quant sum computed once per call ([`Q8Side`]);
 //! * `Q8_0`'s signed quants widen to i16 and multiply pairwise into i32 (`vpmaddwd`), exact
 //!   for every byte (−128 included, where the sign trick of llama.cpp's AVX2 code is not);
-//! * with AVX-512 VNNI (`WIDE`), one `vpdpbusd` multiplies a block of two weight rows (rows `c`
-//!   and `c + 4` in the two halves of a 512-bit vector, each block's nibbles broadcast to both
-//!   128-bit halves of its row's 256 bits and the high ones shifted by `vpsrlvw`); `Q8_0` takes
-//!   its signed quants on the signed side against `a + 128`, then `128·Σq` comes off.
+//! * with AVX-512 VNNI (`WIDE`), four weight rows share a 512-bit vector, one row's block per
+//!   128-bit group: two `vpdpbusd` (values `0..16`, then `16..32`) leave four partial sums per
+//!   row, half what a 256-bit row would, so the reduction is short; `Q8_0` takes its signed
+//!   quants on the signed side against `a + 128`, then `128·Σq` comes off.
 //!
 //! Eight weight rows run side by side, one per lane of a vector: for each block, the eight rows'
 //! integer dots are reduced into one vector of eight i32, their scales loaded from the eight
@@ -58,51 +58,76 @@ trait Small {
     /// [`step`](Self::step) for eight columns at once, lane by lane with the same operations in
     /// the same order: `i` the blocks' integer dots as f32, `dw` and `mw` their scales and mins.
     unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256;
-    /// The quants of one block of two rows in value order, the block at `r0` in the low 256
-    /// bits and the one at `r1` in the high (AVX-512 F, BW, VL and VNNI per the caller; each
-    /// pointer begins a block).
-    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i;
-    /// The activation's 32 quants in both halves, as [`dot16`](Self::dot16) takes them.
+    /// The quants of one block of four rows, values `0..16` then `16..32`: 128-bit group `g`
+    /// of each holds row `r[g]`'s (AVX-512 F, BW, VL and VNNI per the caller; each pointer
+    /// begins a block).
+    unsafe fn quad(r: [*const u8; 4]) -> [__m512i; 2];
+    /// The activation's quants (values `0..16` or `16..32`, in every 128-bit group) as
+    /// [`dot4`](Self::dot4) takes them.
     #[inline(always)]
     unsafe fn prep(a: __m512i) -> __m512i {
         a
     }
-    /// Per 256-bit half, eight i32 partial sums of `Σ quants · a` (`q` from
-    /// [`pair`](Self::pair), `a` from [`prep`](Self::prep)): one `vpdpbusd`, unsigned quants
-    /// into signed activations.
+    /// Per 128-bit group, four i32 partial sums of its row's `Σ quants · a` (`q` from
+    /// [`quad`](Self::quad), `a` from [`prep`](Self::prep)): two `vpdpbusd` into one
+    /// accumulator, unsigned quants into signed activations.
     #[inline(always)]
-    unsafe fn dot16(q: __m512i, a: __m512i) -> __m512i {
+    unsafe fn dot4(q: [__m512i; 2], a: [__m512i; 2]) -> __m512i {
         // SAFETY: register-only; AVX-512 VNNI per the caller.
-        unsafe { _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a) }
+        unsafe {
+            let lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], a[0]);
+            _mm512_dpbusd_epi32(lo, q[1], a[1])
+        }
     }
 }
 
-/// Both rows' 16 nibble bytes at `at` as 64 value-order bytes: the low nibbles of `r0`'s
-/// block, its high nibbles, then `r1`'s. AVX-512 F and BW per the caller.
+/// The 16 bytes at `r[g] + at` in the 128-bit group `g`. AVX-512 F per the caller.
 #[inline(always)]
-unsafe fn nibble_pair(r0: *const u8, r1: *const u8, at: usize) -> __m512i {
+unsafe fn four_rows(r: [*const u8; 4], at: usize) -> __m512i {
+    // SAFETY: each `r[g] + at` begins 16 readable bytes, as the callers promise; the rest is
+    // register-only.
+    unsafe {
+        let v = _mm512_castsi128_si512(_mm_loadu_si128(r[0].add(at) as *const __m128i));
+        let v = _mm512_inserti32x4::<1>(v, _mm_loadu_si128(r[1].add(at) as *const __m128i));
+        let v = _mm512_inserti32x4::<2>(v, _mm_loadu_si128(r[2].add(at) as *const __m128i));
+        _mm512_inserti32x4::<3>(v, _mm_loadu_si128(r[3].add(at) as *const __m128i))
+    }
+}
+
+/// Four rows' 16 nibble bytes at `at` as their values `0..16` (the low nibbles) and `16..32`
+/// (the high ones), row `g` in the 128-bit group `g`. AVX-512 F and BW per the caller.
+#[inline(always)]
+unsafe fn nibble_quad(r: [*const u8; 4], at: usize) -> [__m512i; 2] {
     // SAFETY: each pointer begins a block whose 16 quant bytes start at `at`; the rest is
     // register-only.
     unsafe {
-        let v = _mm512_broadcast_i32x4(_mm_loadu_si128(r0.add(at) as *const __m128i));
-        let v = _mm512_mask_broadcast_i32x4(v, 0xff00, _mm_loadu_si128(r1.add(at) as *const _));
-        // Words of the second and fourth 128 bits shift by four: their bytes' high nibbles.
-        let four = 0x0004_0004_0004_0004;
-        let v = _mm512_srlv_epi16(v, _mm512_setr_epi64(0, 0, four, four, 0, 0, four, four));
-        _mm512_and_si512(v, _mm512_set1_epi8(0x0f))
+        let v = four_rows(r, at);
+        let m = _mm512_set1_epi8(0x0f);
+        [
+            _mm512_and_si512(v, m),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(v), m),
+        ]
     }
 }
 
-/// `0x10` added to each byte of `v` whose fifth bit is set: bit `j` of the little-endian `qh`
-/// at `r0 + at` for byte `j`, of the one at `r1 + at` for byte `32 + j`.
+/// `0x10` added to each value of `q` (from [`nibble_quad`]) whose fifth bit is set: bit `j` of
+/// the little-endian `qh` at `r[g] + at` for value `j` of row `g`.
 #[inline(always)]
-unsafe fn fifth_pair(v: __m512i, r0: *const u8, r1: *const u8, at: usize) -> __m512i {
+unsafe fn fifth_quad(q: [__m512i; 2], r: [*const u8; 4], at: usize) -> [__m512i; 2] {
     // SAFETY: each pointer begins a block whose `qh` is the four bytes at `at`; the rest is
     // register-only with AVX-512 BW per the caller.
     unsafe {
-        let lo = u64::from(core::ptr::read_unaligned(r0.add(at) as *const u32));
-        let hi = u64::from(core::ptr::read_unaligned(r1.add(at) as *const u32));
-        _mm512_mask_add_epi8(v, _cvtu64_mask64(lo | hi << 32), v, _mm512_set1_epi8(0x10))
+        let (mut lo, mut hi) = (0u64, 0u64);
+        for (g, &r) in r.iter().enumerate() {
+            let qh = u64::from(core::ptr::read_unaligned(r.add(at) as *const u32));
+            lo |= (qh & 0xffff) << (16 * g);
+            hi |= (qh >> 16) << (16 * g);
+        }
+        let bit = _mm512_set1_epi8(0x10);
+        [
+            _mm512_mask_add_epi8(q[0], _cvtu64_mask64(lo), q[0], bit),
+            _mm512_mask_add_epi8(q[1], _cvtu64_mask64(hi), q[1], bit),
+        ]
     }
 }
 
@@ -192,29 +217,26 @@ impl Small for Q8_0 {
         }
     }
     #[inline(always)]
-    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+    unsafe fn quad(r: [*const u8; 4]) -> [__m512i; 2] {
         // SAFETY: each pointer begins a block; its 32 quant bytes start at 2.
-        unsafe {
-            let lo = _mm256_loadu_si256(r0.add(2) as *const __m256i);
-            let hi = _mm256_loadu_si256(r1.add(2) as *const __m256i);
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
-        }
+        unsafe { [four_rows(r, 2), four_rows(r, 18)] }
     }
-    /// The activations as unsigned bytes `a + 128`, for [`dot16`](Small::dot16).
+    /// The activations as unsigned bytes `a + 128`, for [`dot4`](Small::dot4).
     #[inline(always)]
     unsafe fn prep(a: __m512i) -> __m512i {
         // SAFETY: register-only; AVX-512 F per the caller.
         unsafe { _mm512_xor_si512(a, _mm512_set1_epi8(-128)) }
     }
     /// `Σ (a + 128)·q − Σ 128·q`: the signed quants take `vpdpbusd`'s signed side, and the
-    /// sum is exact for every byte (each term below 2^15, each lane below 2^17).
+    /// sum is exact for every byte (each term below 2^15, each lane below 2^18).
     #[inline(always)]
-    unsafe fn dot16(q: __m512i, a: __m512i) -> __m512i {
+    unsafe fn dot4(q: [__m512i; 2], a: [__m512i; 2]) -> __m512i {
         // SAFETY: register-only; AVX-512 VNNI per the caller.
         unsafe {
             let zero = _mm512_setzero_si512();
-            let shifted = _mm512_dpbusd_epi32(zero, a, q);
-            let offset = _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(-128), q);
+            let shifted = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, a[0], q[0]), a[1], q[1]);
+            let c = _mm512_set1_epi8(-128);
+            let offset = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, c, q[0]), c, q[1]);
             _mm512_sub_epi32(shifted, offset)
         }
     }
@@ -245,9 +267,9 @@ impl Small for Q4_0 {
         unsafe { nibbles(b, 2) }
     }
     #[inline(always)]
-    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+    unsafe fn quad(r: [*const u8; 4]) -> [__m512i; 2] {
         // SAFETY: each pointer begins a block; its 16 quant bytes start at 2.
-        unsafe { nibble_pair(r0, r1, 2) }
+        unsafe { nibble_quad(r, 2) }
     }
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
@@ -276,9 +298,9 @@ impl Small for Q5_0 {
         unsafe { _mm256_or_si256(nibbles(b, 6), fifth_bits(b, 2)) }
     }
     #[inline(always)]
-    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+    unsafe fn quad(r: [*const u8; 4]) -> [__m512i; 2] {
         // SAFETY: each pointer begins a block: `qh` at 2, the 16 quant bytes at 6.
-        unsafe { fifth_pair(nibble_pair(r0, r1, 6), r0, r1, 2) }
+        unsafe { fifth_quad(nibble_quad(r, 6), r, 2) }
     }
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
@@ -307,9 +329,9 @@ impl Small for Q4_1 {
         unsafe { nibbles(b, 4) }
     }
     #[inline(always)]
-    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+    unsafe fn quad(r: [*const u8; 4]) -> [__m512i; 2] {
         // SAFETY: each pointer begins a block; its 16 quant bytes start at 4.
-        unsafe { nibble_pair(r0, r1, 4) }
+        unsafe { nibble_quad(r, 4) }
     }
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
@@ -335,9 +357,9 @@ impl Small for Q5_1 {
         unsafe { _mm256_or_si256(nibbles(b, 8), fifth_bits(b, 4)) }
     }
     #[inline(always)]
-    unsafe fn pair(r0: *const u8, r1: *const u8) -> __m512i {
+    unsafe fn quad(r: [*const u8; 4]) -> [__m512i; 2] {
         // SAFETY: each pointer begins a block: `qh` at 4, the 16 quant bytes at 8.
-        unsafe { fifth_pair(nibble_pair(r0, r1, 8), r0, r1, 4) }
+        unsafe { fifth_quad(nibble_quad(r, 8), r, 4) }
     }
     #[inline(always)]
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32 {
@@ -497,27 +519,18 @@ const LANES: usize = 8;
 /// How many chunks of eight rows ahead [`chunk`] asks for the weights.
 const AHEAD: usize = 2;
 
-/// Lane `c` of the result is `Σ v[c % 4]`'s half `c / 4`: eight rows' block dots, the rows
-/// `c` and `c + 4` sharing the vector `v[c % 4]` as [`Small::pair`] made it, reduced at once.
+/// Lane `c` of the result is the sum of row `c`'s four partial sums: rows `0..4` in the
+/// 128-bit groups of `v[0]`, rows `4..8` in those of `v[1]`, as [`Small::dot4`] leaves them.
 /// AVX-512 F per the caller.
 #[inline(always)]
-unsafe fn reduce8(v: [__m512i; 4]) -> __m256i {
+unsafe fn reduce8(v: [__m512i; 2]) -> __m256i {
     // SAFETY: register-only; AVX-512 F per the caller.
     unsafe {
-        // 128-bit groups [row 0, row 4, row 1, row 5] and [row 2, row 6, row 3, row 7], four
-        // partial sums each.
-        let w0 = _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0x88>(v[0], v[1]),
-            _mm512_shuffle_i32x4::<0xdd>(v[0], v[1]),
-        );
-        let w1 = _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0x88>(v[2], v[3]),
-            _mm512_shuffle_i32x4::<0xdd>(v[2], v[3]),
-        );
-        // Per group: [w0 0+2, w1 0+2, w0 1+3, w1 1+3], then lanes 0 and 1 the groups' sums.
-        let u = _mm512_add_epi32(_mm512_unpacklo_epi32(w0, w1), _mm512_unpackhi_epi32(w0, w1));
+        // Per group g: [v0 0+2, v1 0+2, v0 1+3, v1 1+3], then in lanes 0 and 1 rows g, g + 4.
+        let lo = _mm512_unpacklo_epi32(v[0], v[1]);
+        let u = _mm512_add_epi32(lo, _mm512_unpackhi_epi32(v[0], v[1]));
         let x = _mm512_add_epi32(u, _mm512_shuffle_epi32::<0x4e>(u));
-        let rows = _mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+        let rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
         _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows, x))
     }
 }
@@ -556,20 +569,19 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
                 *sum = B::step8(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
             };
             if WIDE {
-                let mut q = [_mm512_setzero_si512(); 4];
-                for (c, q) in q.iter_mut().enumerate() {
-                    *q = B::pair(p.add(c * rb), p.add((c + 4) * rb));
-                }
+                let rows = |g: usize| {
+                    let r = |c: usize| p.add((4 * g + c) * rb);
+                    [r(0), r(1), r(2), r(3)]
+                };
+                let q = [B::quad(rows(0)), B::quad(rows(1))];
                 for (g, sum) in sums.iter_mut().enumerate() {
                     let i = g * blocks + b;
-                    let a = B::act_quants(&acts[i]);
-                    let a = _mm256_loadu_si256(a.as_ptr() as *const __m256i);
-                    let a = B::prep(_mm512_broadcast_i64x4(a));
-                    let mut v = [_mm512_setzero_si512(); 4];
-                    for (v, &q) in v.iter_mut().zip(&q) {
-                        *v = B::dot16(q, a);
-                    }
-                    step(sum, reduce8(v), &side[i]);
+                    let a = B::act_quants(&acts[i]).as_ptr() as *const __m128i;
+                    let a = [
+                        B::prep(_mm512_broadcast_i32x4(_mm_loadu_si128(a))),
+                        B::prep(_mm512_broadcast_i32x4(_mm_loadu_si128(a.add(1)))),
+                    ];
+                    step(sum, reduce8([B::dot4(q[0], a), B::dot4(q[1], a)]), &side[i]);
                 }
             } else {
                 // Loops, not `array::from_fn`: a closure there would not inline the intrinsics.
