@@ -226,8 +226,10 @@ pub fn quant_linear_with<'a>(
 /// let a = QMatrix::new(GgmlType::Q8_0, 2, 32, &bytes).unwrap();
 /// let b = QMatrix::new(GgmlType::Q8_0, 1, 32, &bytes[..34]).unwrap();
 /// let x = Tensor::new(vec![1, 32], vec![0.5; 32]).unwrap();
-/// let ys = quant_linear_many(&x, &[a, b], Activations::Q8, &Sequential).unwrap();
+/// let ys = quant_linear_many(&x, &[a, b], Activations::Exact, &Sequential).unwrap();
 /// assert_eq!((ys[0].data(), ys[1].data()), (&[16.0, -32.0][..], &[16.0][..]));
+/// // In q8 mode too, each output is its own call's.
+/// let ys = quant_linear_many(&x, &[a, b], Activations::Q8, &Sequential).unwrap();
 /// assert_eq!(ys[1], quant_linear(&x, &b, Activations::Q8, &Sequential).unwrap());
 /// # }
 /// ```
