@@ -93,7 +93,8 @@ fn bench_quant(c: &mut Criterion) {
 }
 
 /// q8 mode under `Sequential` on each kernel variant this CPU runs: what each vector path adds
-/// to the integer dots, on the shipped file's two formats.
+/// to the integer dots, on the shipped file's two formats and the K-quants of its Q4_K_M
+/// requantization (where the inputs are a multiple of 256).
 fn bench_q8_variants(c: &mut Criterion) {
     let variants: Vec<_> = cpu_kernels()
         .providers()
@@ -108,7 +109,8 @@ fn bench_q8_variants(c: &mut Criterion) {
             .sample_size(10)
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(1));
-        for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
+        let formats = [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+        for ty in formats.into_iter().filter(|ty| k % ty.block_len() == 0) {
             let bytes = weight(ty, n, k, ty.id());
             let w = QMatrix::new(ty, n, k, &bytes).expect("whole blocks");
             group.throughput(Throughput::Bytes(bytes.len() as u64));

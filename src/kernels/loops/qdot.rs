@@ -364,7 +364,7 @@ fn k_min_dot<B: Block>(
 }
 
 #[inline(always)]
-fn k_scales_mins(scales: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+pub(crate) fn k_scales_mins(scales: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     let mut sc = [0u8; 8];
     let mut mn = [0u8; 8];
     for j in 0..8 {

@@ -30,6 +30,7 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::qdot::{q8_portable, Q8Acts, Q8Rows, Q8Side};
+use super::qdot8k_x86::{self, Q4K, Q6K};
 use crate::quant::{f16_to_f32, BlockQ8_0, BlockQ8_1};
 
 /// A 32-value weight format on the AVX2 path. Its methods may only run inside a function
@@ -716,7 +717,8 @@ pub(crate) fn supported_avx512() -> bool {
         && std::is_x86_feature_detected!("avx512vnni")
 }
 
-/// The columns of the 32-value formats, in AVX2 or (`WIDE`) AVX-512; the K-quants portable.
+/// The columns of the 32-value formats, in AVX2 or (`WIDE`) AVX-512; `Q4_K` and `Q6_K` in
+/// AVX2 ([`qdot8k_x86`]), `Q5_K` portable.
 #[inline(always)]
 unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY (the calls): the callers run with the features `WIDE` asks for.
@@ -727,7 +729,9 @@ unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mu
             Q8Acts::Q5_0(a) => columns::<Q5_0, WIDE>(r, a, cols, out),
             Q8Acts::Q4_1(a) => columns::<Q4_1, WIDE>(r, a, cols, out),
             Q8Acts::Q5_1(a) => columns::<Q5_1, WIDE>(r, a, cols, out),
-            Q8Acts::Q4K(_) | Q8Acts::Q5K(_) | Q8Acts::Q6K(_) => q8_portable(r, cols, out),
+            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K>(r, a, cols, out),
+            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K>(r, a, cols, out),
+            Q8Acts::Q5K(_) => q8_portable(r, cols, out),
         }
     }
 }
