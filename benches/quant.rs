@@ -109,7 +109,12 @@ fn bench_q8_variants(c: &mut Criterion) {
             .sample_size(10)
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(1));
-        let formats = [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+        let formats = [
+            GgmlType::Q4_1,
+            GgmlType::Q8_0,
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+        ];
         for ty in formats.into_iter().filter(|ty| k % ty.block_len() == 0) {
             let bytes = weight(ty, n, k, ty.id());
             let w = QMatrix::new(ty, n, k, &bytes).expect("whole blocks");

@@ -50,9 +50,8 @@ unsafe fn piece(q: __m256i, a: *const i8, scale: i32, acc: &mut [__m256i; 2]) {
 unsafe fn lanes(acc: [__m256i; 2]) -> __m256i {
     // SAFETY: register-only; AVX2 per the caller.
     unsafe {
-        let half = |v: __m256i| {
-            _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
-        };
+        let half =
+            |v: __m256i| _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
         // [i0, i2, i4, i6] and [i1, i3, i5, i7].
         let (even, odd) = (half(acc[0]), half(acc[1]));
         _mm256_set_m128i(_mm_unpackhi_epi32(even, odd), _mm_unpacklo_epi32(even, odd))
@@ -91,7 +90,12 @@ impl KQuant for Q4K {
                     let sb = 2 * c + h;
                     let s = sc[sb] as i32;
                     let at = a.qs.as_ptr().add(32 * sb);
-                    piece(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)), at, s, &mut acc);
+                    piece(
+                        _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
+                        at,
+                        s,
+                        &mut acc,
+                    );
                     let hi = _mm256_extracti128_si256::<1>(v);
                     piece(_mm256_cvtepu8_epi16(hi), at.add(16), s, &mut acc);
                 }
@@ -247,7 +251,11 @@ mod tests {
             // moderate values of either sign.
             let mut w = noise(n * row_bytes, ty.id());
             for b in w.chunks_exact_mut(ty.block_bytes()) {
-                let at: &[usize] = if ty == GgmlType::Q4_K { &[0, 2] } else { &[208] };
+                let at: &[usize] = if ty == GgmlType::Q4_K {
+                    &[0, 2]
+                } else {
+                    &[208]
+                };
                 for &at in at {
                     let v = (b[at] as f32 - 127.5) / 900.0;
                     b[at..at + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
