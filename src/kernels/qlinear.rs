@@ -443,7 +443,7 @@ impl Columns<'_> {
     }
 }
 
-/// The output widths (rows) of `ws`, on the stack for the usual few weights.
+/// The output widths (rows) of `ws`.
 fn widths(ws: &[QMatrix<'_>]) -> Result<Vec<usize>, KernelError> {
     let mut v = Vec::new();
     v.try_reserve_exact(ws.len())

@@ -532,7 +532,7 @@ impl<'a> Llama<'a> {
         for (b, layer) in self.blocks.iter().zip(cache.layers.iter_mut()) {
             let h = rms_norm(&x, &b.attn_norm, c.rms_eps, schedule)?;
             // One region (and one quantization of `h`) for the three projections.
-            let [q, k, v] = three(quant_linear_many(&h, &[b.wq, b.wk, b.wv], mode, schedule)?)?;
+            let [q, k, v] = outputs(quant_linear_many(&h, &[b.wq, b.wk, b.wv], mode, schedule)?)?;
             let q = rope_interleaved_by(heads(&q, c.heads, hd)?, offset, theta, &angles, schedule)?;
             let k =
                 rope_interleaved_by(heads(&k, c.kv_heads, hd)?, offset, theta, &angles, schedule)?;
@@ -547,7 +547,7 @@ impl<'a> Llama<'a> {
                 .reshape(alloc::vec![s, c.heads * hd])?;
             x = add_broadcast(&x, &quant_linear(&attn, &b.wo, mode, schedule)?, schedule)?;
             let h = rms_norm(&x, &b.ffn_norm, c.rms_eps, schedule)?;
-            let [gate, up] = two(quant_linear_many(&h, &[b.w_gate, b.w_up], mode, schedule)?)?;
+            let [gate, up] = outputs(quant_linear_many(&h, &[b.w_gate, b.w_up], mode, schedule)?)?;
             let act = silu_mul(&gate, &up, schedule)?;
             x = add_broadcast(
                 &x,
@@ -565,22 +565,12 @@ impl<'a> Llama<'a> {
     }
 }
 
-/// The outputs of a [`quant_linear_many`] call of three weights.
-fn three(outs: Vec<Tensor>) -> Result<[Tensor; 3], ModelError> {
-    <[Tensor; 3]>::try_from(outs).map_err(|_| {
+/// The `N` outputs of a [`quant_linear_many`] call of `N` weights.
+fn outputs<const N: usize>(outs: Vec<Tensor>) -> Result<[Tensor; N], ModelError> {
+    <[Tensor; N]>::try_from(outs).map_err(|_| {
         ModelError::Kernel(KernelError::Scratch {
             op: "quant_linear",
-            elements: 3,
-        })
-    })
-}
-
-/// The outputs of a [`quant_linear_many`] call of two weights.
-fn two(outs: Vec<Tensor>) -> Result<[Tensor; 2], ModelError> {
-    <[Tensor; 2]>::try_from(outs).map_err(|_| {
-        ModelError::Kernel(KernelError::Scratch {
-            op: "quant_linear",
-            elements: 2,
+            elements: N,
         })
     })
 }

@@ -335,6 +335,17 @@ fn k_finish(mut sum: f32, lanes: [f32; 8]) -> f32 {
     sum
 }
 
+/// `Σ bsums · min` of an activation block against a K-quant block's eight minima (each
+/// minimum covers two sums of sixteen).
+#[inline(always)]
+pub(crate) fn k_mins_sum(a: &BlockQ8_K, mins: &[u8; 8]) -> i32 {
+    a.bsums
+        .iter()
+        .enumerate()
+        .map(|(j, &s)| s as i32 * mins[j / 2] as i32)
+        .sum()
+}
+
 /// `Q4_K`/`Q5_K` against `Q8_K`, given each block's quants (`0..32`), scales and minima.
 #[inline(always)]
 fn k_min_dot<B: Block>(
@@ -347,12 +358,7 @@ fn k_min_dot<B: Block>(
     for (wb, ab) in w.chunks_exact(B::BYTES).zip(a) {
         let (q, scales, mins, d, dmin) = parts(&B::read(wb));
         let ints = k_lanes(&q, |e| scales[e / 32] as i32, ab);
-        let mins_sum: i32 = ab
-            .bsums
-            .iter()
-            .enumerate()
-            .map(|(j, &s)| s as i32 * mins[j / 2] as i32)
-            .sum();
+        let mins_sum = k_mins_sum(ab, &mins);
         let dd = f16_to_f32(d) * ab.d;
         for (l, &i) in lanes.iter_mut().zip(&ints) {
             *l += dd * i as f32;

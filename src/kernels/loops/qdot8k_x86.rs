@@ -13,7 +13,7 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::qdot::{k_scales_mins, Q8Rows};
+use super::qdot::{k_mins_sum, k_scales_mins, Q8Rows};
 use crate::quant::{f16_to_f32, BlockQ8_K};
 
 /// A K-quant format on this path. Its methods may only run inside a function compiled with
@@ -68,12 +68,7 @@ impl KQuant for Q4K {
     unsafe fn ints(b: &[u8], a: &BlockQ8_K) -> (__m256i, i32) {
         debug_assert!(b.len() >= Self::BYTES);
         let (sc, mn) = k_scales_mins(b[4..16].try_into().unwrap_or(&[0; 12]));
-        let mins: i32 = a
-            .bsums
-            .iter()
-            .enumerate()
-            .map(|(j, &s)| s as i32 * mn[j / 2] as i32)
-            .sum();
+        let mins = k_mins_sum(a, &mn);
         // SAFETY: `b` is a block (its 128 quant bytes from 16), `a`'s quants are 256 bytes; the
         // rest is register-only with AVX2 per the caller.
         unsafe {
