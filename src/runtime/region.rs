@@ -40,6 +40,71 @@ unsafe impl Send for ErasedBody {}
 // SAFETY: as above; the pointer itself is never written after construction.
 unsafe impl Sync for ErasedBody {}
 
+/// Shared regions a thread keeps after they end, to build its next ones in (see [`shared`]):
+/// one more than a helper of a two-thread pool and the queue's drained entry can still hold.
+#[cfg(not(feature = "loom"))]
+const SPARES: usize = 3;
+
+#[cfg(not(feature = "loom"))]
+std::thread_local! {
+    /// This thread's ended regions, the newest first.
+    static SPARE_REGIONS: core::cell::RefCell<[Option<TrackedArc<Region>>; SPARES]> =
+        const { core::cell::RefCell::new([None, None, None]) };
+}
+
+/// `region` behind a shared pointer: one of this thread's ended regions that nobody else holds
+/// any more, rewritten in place, else a new allocation. A caller running region after region
+/// (a decoder's step) then allocates none. In loom builds, always a new one.
+fn shared(region: Region) -> TrackedArc<Region> {
+    #[cfg(not(feature = "loom"))]
+    {
+        let spare = SPARE_REGIONS.try_with(|spares| {
+            let mut spares = spares.try_borrow_mut().ok()?;
+            spares.iter_mut().find_map(|slot| {
+                // Unique: every helper's clone and the queue's entry are gone, and their
+                // drops (release) happen before this check (acquire).
+                TrackedArc::get_mut(slot.as_mut()?)?;
+                slot.take()
+            })
+        });
+        if let Some(mut spare) = spare.ok().flatten() {
+            if let Some(slot) = TrackedArc::get_mut(&mut spare) {
+                *slot = region;
+                return spare;
+            }
+        }
+    }
+    TrackedArc::new(region)
+}
+
+/// Keeps the ended `region` for [`shared`]: in the place [`shared`] took one from, else in
+/// place of this thread's oldest spare. From its first region on, a thread keeps [`SPARES`]
+/// of them (the first fills the others with ended regions of no chunks), so that its steady
+/// state does not wait on chance to gather them.
+fn keep(region: TrackedArc<Region>) {
+    #[cfg(not(feature = "loom"))]
+    {
+        let _ = SPARE_REGIONS.try_with(|spares| {
+            if let Ok(mut spares) = spares.try_borrow_mut() {
+                if spares.iter().all(Option::is_none) {
+                    for slot in spares.iter_mut().skip(1) {
+                        *slot = Some(TrackedArc::new(region.ended()));
+                    }
+                }
+                match spares.iter_mut().find(|slot| slot.is_none()) {
+                    Some(slot) => *slot = Some(region),
+                    None => {
+                        spares.rotate_right(1);
+                        spares[0] = Some(region);
+                    }
+                }
+            }
+        });
+    }
+    #[cfg(feature = "loom")]
+    drop(region);
+}
+
 /// The state a region's caller and its helpers share.
 pub(crate) struct Region {
     chunks: Chunks,
@@ -195,7 +260,7 @@ impl Region {
         // SAFETY: only the lifetime changes (same layout and vtable). The erased pointer is
         // dereferenced only in `run_claimed`, whose argument shows it is still alive.
         let body = unsafe { core::mem::transmute::<*const Body<'_>, *const Body<'static>>(body) };
-        let region = TrackedArc::new(Region {
+        let region = shared(Region {
             chunks,
             // Chunk 0 is the caller's before any helper exists.
             next: AtomicUsize::new(1),
@@ -290,9 +355,25 @@ impl Region {
         #[cfg(not(feature = "loom"))]
         wake.ended(std::time::Instant::now());
         let first_panic = region.panic.lock().take();
+        keep(region);
         match first_panic {
             None => Ok(()),
             Some(payload) => Err(payload),
+        }
+    }
+
+    /// A region of no chunks, ended, with this one's (never called) body pointer: a spare for
+    /// [`keep`].
+    #[cfg(not(feature = "loom"))]
+    fn ended(&self) -> Region {
+        Region {
+            chunks: Chunks::new(0, 1, 1),
+            next: AtomicUsize::new(0),
+            latch: CountLatch::new(0),
+            panic: Mutex::new(None),
+            body: ErasedBody(self.body.0),
+            #[cfg(all(test, not(feature = "loom")))]
+            machinery_fault: AtomicUsize::new(usize::MAX),
         }
     }
 

@@ -85,6 +85,32 @@ impl fmt::Display for DisjointError {
 
 impl core::error::Error for DisjointError {}
 
+/// Bitmaps of at most this many words (2^18 units) go back to their thread when a region's
+/// split is done with them ([`DisjointSlice::recycle`]), so that a caller running regions back to back (a decoder's step) allocates
+/// none once its largest has been made.
+#[cfg(all(feature = "std", not(feature = "loom")))]
+const KEPT_WORDS: usize = 1 << 12;
+
+#[cfg(all(feature = "std", not(feature = "loom")))]
+std::thread_local! {
+    /// The calling thread's last bitmap (empty while a split holds it).
+    static KEPT_BITS: core::cell::Cell<Vec<AtomicUsize>> = const { core::cell::Cell::new(Vec::new()) };
+}
+
+/// `words` cleared words: this thread's kept bitmap where it has room, else a new one. Without
+/// `std`, and in loom builds, always a new one.
+fn bitmap(words: usize) -> Vec<AtomicUsize> {
+    #[cfg(all(feature = "std", not(feature = "loom")))]
+    let mut bits = KEPT_BITS
+        .try_with(core::cell::Cell::take)
+        .unwrap_or_default();
+    #[cfg(not(all(feature = "std", not(feature = "loom"))))]
+    let mut bits = Vec::new();
+    bits.clear();
+    bits.extend((0..words).map(|_| AtomicUsize::new(0)));
+    bits
+}
+
 /// A mutable buffer split into equal units that several threads may take disjoint ranges of.
 ///
 /// Each unit can be taken once; [`take`](DisjointSlice::take) returns the units' elements as
@@ -136,9 +162,7 @@ impl<'a, T> DisjointSlice<'a, T> {
             });
         }
         let units = buf.len() / unit_len;
-        let taken = (0..units.div_ceil(BITS))
-            .map(|_| AtomicUsize::new(0))
-            .collect();
+        let taken = bitmap(units.div_ceil(BITS));
         Ok(Self {
             ptr: NonNull::from(buf).cast(),
             units,
@@ -146,6 +170,17 @@ impl<'a, T> DisjointSlice<'a, T> {
             taken,
             _borrow: PhantomData,
         })
+    }
+
+    /// Gives the bitmap back to this thread for its next split (where it is at most
+    /// [`KEPT_WORDS`] long; without `std`, and in loom builds, it is freed).
+    pub(crate) fn recycle(self) {
+        #[cfg(all(feature = "std", not(feature = "loom")))]
+        if self.taken.capacity() <= KEPT_WORDS {
+            // Replaces (and frees) what a nested split gave back meanwhile; a thread whose
+            // thread-locals are being destroyed frees it.
+            let _ = KEPT_BITS.try_with(|kept| kept.set(self.taken));
+        }
     }
 
     /// The number of units.

@@ -405,7 +405,9 @@ pub trait ScheduleExt: Schedule {
             let chunk = slice.take(start..end)?;
             body(start..end, chunk)
         })?;
-        match slice.first_untaken() {
+        let untaken = slice.first_untaken();
+        slice.recycle();
+        match untaken {
             Some(unit) => Err(DisjointError::Unwritten {
                 schedule: self.name().into(),
                 unit,
