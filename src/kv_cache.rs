@@ -200,6 +200,47 @@ impl KvCache {
         Ok(())
     }
 
+    /// Appends one position: `k` and `v` each `[b, nKV, hd]` (`b·nKV·hd` values), the new
+    /// position of every (batch, head), without a view (a decoder's step allocates nothing).
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append) for `t = 1`; [`ShapeError::KvAppendShape`] when `k` or
+    /// `v` is not `b·nKV·hd` values long.
+    #[cfg(feature = "model")]
+    pub(crate) fn append_position(&mut self, k: &[f32], v: &[f32]) -> Result<(), KernelError> {
+        let [b, kv_heads, capacity, hd] = self.shape;
+        let one = [b, kv_heads, 1, hd];
+        let row = b * kv_heads * hd;
+        if k.len() != row || v.len() != row {
+            return Err(ShapeError::KvAppendShape {
+                cache: self.shape.to_vec(),
+                k: vec![k.len()],
+                v: vec![v.len()],
+            }
+            .into());
+        }
+        shape::kv_append(&self.shape, self.len, &one, &one)?;
+        if hd == 0 {
+            return Ok(());
+        }
+        for (src, dst) in [(k, &mut self.keys), (v, &mut self.values)] {
+            for (bh, from) in src.chunks_exact(hd).enumerate() {
+                let start = (bh * capacity + self.len) * hd;
+                dst[start..start + hd].copy_from_slice(from);
+            }
+        }
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The key and value buffers, `[b, nKV, capacity, hd]` each, whose first `len` positions
+    /// per (batch, head) are filled.
+    #[cfg(feature = "model")]
+    pub(crate) fn buffers(&self) -> (&[f32], &[f32]) {
+        (&self.keys, &self.values)
+    }
+
     /// The filled keys, `[b, nKV, len, hd]`, as a view of the buffer (no copy).
     pub fn keys(&self) -> TensorView<'_> {
         self.prefix(&self.keys)

@@ -61,3 +61,14 @@ pub use sdpa::{
     SDPA_LATE_HELPER_WORK, SDPA_PARALLEL_MIN_WORK,
 };
 pub use variants::{cpu_kernels, selected_kernels, CpuKernels};
+
+/// The row-level pieces a decoder's step runs on its own buffers, so that it allocates nothing:
+/// the same loops, in the same order, as the tensor ops above.
+#[cfg(feature = "model")]
+pub(crate) mod step {
+    pub(crate) use super::loops::gate::silu_mul_row;
+    pub(crate) use super::loops::norm::rms_norm_row;
+    pub(crate) use super::loops::rope::{inv_frequencies, push_angles, rope_interleaved_row};
+    pub(crate) use super::qlinear::{quant_embedding_row_into, quant_linear_row_into, QScratch};
+    pub(crate) use super::sdpa::{attend_heads, Heads};
+}

@@ -12,7 +12,8 @@ use alloc::vec::Vec;
 use super::config::KernelConfig;
 use super::decoder::DECODER_PARALLEL_MIN_WORK;
 use super::error::scratch;
-use super::loops::qdot::{Q8Rows, Q8Side, QDot, QRows};
+pub(crate) use super::loops::qdot::QScratch;
+use super::loops::qdot::{Q8Act, Q8Rows, Q8Side, QDot, QRows};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::quant::{
@@ -294,9 +295,9 @@ fn linear_many(
             op: OP,
             elements: ws.len(),
         })?;
-    let Some(first) = ws.first() else {
+    if ws.is_empty() {
         return Ok(outs);
-    };
+    }
     let (mut m, mut k, mut n) = (0, 0, 0usize);
     for w in ws {
         let dims = shape::linear(x.shape(), &[w.rows, w.cols])?;
@@ -337,36 +338,133 @@ fn linear_many(
         m,
         n,
     };
+    let mut scratch = QScratch::default();
+    products(
+        config,
+        &run,
+        &xs,
+        ws,
+        mode,
+        &mut scratch,
+        Dest::Tensors(&mut outs),
+    )?;
+    Ok(outs)
+}
+
+/// The product of one row `x` by the weights `ws` (every one `x.len()` wide), written to
+/// `out` — the weights' outputs one after another, `Σ rows` values — with the bits of
+/// [`quant_linear_many`]; `scratch` holds the quantized activations between calls. Nothing is
+/// allocated once `scratch` has grown to the widest `x`: a decoder's step calls this.
+#[cfg(feature = "model")]
+pub(crate) fn quant_linear_row_into(
+    config: &KernelConfig,
+    x: &[f32],
+    ws: &[QMatrix<'_>],
+    mode: Activations,
+    schedule: &dyn Schedule,
+    scratch: &mut QScratch,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    const OP: &str = "quant_linear";
+    let k = x.len();
+    let mut n = 0usize;
+    for w in ws {
+        if w.cols != k {
+            // The shape check names the mismatch (it cannot pass here).
+            shape::linear(&[1, k], &[w.rows, w.cols])?;
+        }
+        n = n.saturating_add(w.rows);
+    }
+    if out.len() != n {
+        return Err(ShapeError::TooLarge {
+            op: OP,
+            shapes: vec![vec![out.len()], ws.iter().map(|w| w.rows).collect()],
+        }
+        .into());
+    }
+    let Some(first) = ws.first() else {
+        return Ok(());
+    };
+    if ws.iter().any(|w| w.ty != first.ty) {
+        // One call per weight, as `quant_linear_many` makes them.
+        let mut rest = out;
+        for w in ws {
+            let (mine, tail) = core::mem::take(&mut rest).split_at_mut(w.rows);
+            rest = tail;
+            let one = core::slice::from_ref(w);
+            quant_linear_row_into(config, x, one, mode, schedule, scratch, mine)?;
+        }
+        return Ok(());
+    }
+    if n == 0 || k == 0 {
+        out.fill(0.0);
+        return Ok(());
+    }
+    let run = Columns {
+        schedule,
+        work: Work {
+            total: (k as u64).saturating_mul(n as u64),
+            fork_from: config.threshold(QUANT_PARALLEL_MIN_WORK),
+        },
+        m: 1,
+        n,
+    };
+    let xs = [x];
+    products(config, &run, &xs, ws, mode, scratch, Dest::Columns(out))
+}
+
+/// Where a product's outputs go.
+enum Dest<'o> {
+    /// One row-major tensor per weight.
+    Tensors(&'o mut [Tensor]),
+    /// One buffer of `n·m` values, column after column of all the weights (for one row of
+    /// `x`, the weights' outputs one after another).
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    Columns(&'o mut [f32]),
+}
+
+/// The products of `xs` by `ws` (all of one format) into `dest`, by `mode`'s loop.
+fn products(
+    config: &KernelConfig,
+    run: &Columns<'_>,
+    xs: &[&[f32]],
+    ws: &[QMatrix<'_>],
+    mode: Activations,
+    scratch: &mut QScratch,
+    dest: Dest<'_>,
+) -> Result<(), KernelError> {
+    let Some(first) = ws.first() else {
+        return Ok(());
+    };
     let q8 = mode == Activations::Q8;
-    let outs_mut = &mut outs[..];
+    let s = scratch;
     match first.ty {
         GgmlType::Q8_0 if q8 => {
-            run_q8::<BlockQ8_0>(config, &run, &xs, ws, quant::quantize_row_q8_0, outs_mut)
+            run_q8::<BlockQ8_0>(config, run, xs, ws, quant::quantize_row_q8_0, s, dest)
         }
         GgmlType::Q4_0 if q8 => {
-            run_q8::<BlockQ4_0>(config, &run, &xs, ws, quant::quantize_row_q8_0, outs_mut)
+            run_q8::<BlockQ4_0>(config, run, xs, ws, quant::quantize_row_q8_0, s, dest)
         }
         GgmlType::Q5_0 if q8 => {
-            run_q8::<BlockQ5_0>(config, &run, &xs, ws, quant::quantize_row_q8_0, outs_mut)
+            run_q8::<BlockQ5_0>(config, run, xs, ws, quant::quantize_row_q8_0, s, dest)
         }
         GgmlType::Q4_1 if q8 => {
-            run_q8::<BlockQ4_1>(config, &run, &xs, ws, quant::quantize_row_q8_1, outs_mut)
+            run_q8::<BlockQ4_1>(config, run, xs, ws, quant::quantize_row_q8_1, s, dest)
         }
         GgmlType::Q5_1 if q8 => {
-            run_q8::<BlockQ5_1>(config, &run, &xs, ws, quant::quantize_row_q8_1, outs_mut)
+            run_q8::<BlockQ5_1>(config, run, xs, ws, quant::quantize_row_q8_1, s, dest)
         }
         GgmlType::Q4_K if q8 => {
-            run_q8::<BlockQ4_K>(config, &run, &xs, ws, quant::quantize_row_q8_K, outs_mut)
+            run_q8::<BlockQ4_K>(config, run, xs, ws, quant::quantize_row_q8_K, s, dest)
         }
         GgmlType::Q5_K if q8 => {
-            run_q8::<BlockQ5_K>(config, &run, &xs, ws, quant::quantize_row_q8_K, outs_mut)
+            run_q8::<BlockQ5_K>(config, run, xs, ws, quant::quantize_row_q8_K, s, dest)
         }
         GgmlType::Q6_K if q8 => {
-            run_q8::<BlockQ6_K>(config, &run, &xs, ws, quant::quantize_row_q8_K, outs_mut)
+            run_q8::<BlockQ6_K>(config, run, xs, ws, quant::quantize_row_q8_K, s, dest)
         }
-        _ => run_exact(config, &run, &xs, ws, outs_mut),
-    }?;
-    Ok(outs)
+        _ => run_exact(config, run, xs, ws, dest),
+    }
 }
 
 /// A body of [`Columns::run`]: weight `i`, its columns, their values.
@@ -384,55 +482,46 @@ struct Columns<'s> {
 impl Columns<'_> {
     /// Runs `body(w, cols, values)` for weight `w`'s columns `cols` under the schedule
     /// (`values`: the `m` outputs of each column of `cols`, column after column; a region's
-    /// range that spans two weights is one call per weight) and writes them to the row-major
-    /// `outs` (weight `i`'s into `outs[i]`, `widths[i]` columns): straight in for one weight
-    /// and one row, else through a column-major buffer.
+    /// range that spans two weights is one call per weight) and writes them to `dest`: a
+    /// column-major buffer as they are; row-major tensors (weight `i`'s into `outs[i]`)
+    /// straight in for one weight and one row, else through a column-major buffer.
     fn run(
         &self,
-        outs: &mut [Tensor],
-        widths: &[usize],
+        dest: Dest<'_>,
+        ws: &[QMatrix<'_>],
         body: &WeightColumns<'_>,
     ) -> Result<(), KernelError> {
         const OP: &str = "quant_linear";
         let (m, n) = (self.m, self.n);
         let body = |cols: core::ops::Range<usize>, chunk: &mut [f32]| {
-            // Weight `i`'s columns are `from..from + widths[i]` of all of them.
+            // Weight `i`'s columns are `from..from + ws[i].rows` of all of them.
             let mut from = 0;
-            for (i, &width) in widths.iter().enumerate() {
-                let (lo, hi) = (cols.start.max(from), cols.end.min(from + width));
+            for (i, w) in ws.iter().enumerate() {
+                let (lo, hi) = (cols.start.max(from), cols.end.min(from + w.rows));
                 if lo < hi {
                     let values = &mut chunk[(lo - cols.start) * m..(hi - cols.start) * m];
                     body(i, lo - from..hi - from, values);
                 }
-                from += width;
+                from += w.rows;
             }
             Ok(())
         };
         let grain = WEIGHT_ROWS_PER_CALL;
+        let (s, work) = (self.schedule, self.work);
+        let outs = match dest {
+            Dest::Columns(buf) => {
+                return parallel_chunks_grained(OP, s, buf, m, grain, work, &body);
+            }
+            Dest::Tensors(outs) => outs,
+        };
         if let ([out], 1) = (&mut *outs, m) {
-            return parallel_chunks_grained(
-                OP,
-                self.schedule,
-                out.data_mut(),
-                1,
-                grain,
-                self.work,
-                &body,
-            );
+            return parallel_chunks_grained(OP, s, out.data_mut(), 1, grain, work, &body);
         }
         let mut by_column = scratch(OP, m * n)?;
-        parallel_chunks_grained(
-            OP,
-            self.schedule,
-            &mut by_column,
-            m,
-            grain,
-            self.work,
-            &body,
-        )?;
+        parallel_chunks_grained(OP, s, &mut by_column, m, grain, work, &body)?;
         let mut columns = by_column.chunks_exact(m);
-        for (out, &width) in outs.iter_mut().zip(widths) {
-            let out = out.data_mut();
+        for (out, w) in outs.iter_mut().zip(ws) {
+            let (out, width) = (out.data_mut(), w.rows);
             for (j, column) in columns.by_ref().take(width).enumerate() {
                 for (r, &v) in column.iter().enumerate() {
                     out[r * width + j] = v;
@@ -443,18 +532,6 @@ impl Columns<'_> {
     }
 }
 
-/// The output widths (rows) of `ws`.
-fn widths(ws: &[QMatrix<'_>]) -> Result<Vec<usize>, KernelError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(ws.len())
-        .map_err(|_| KernelError::Scratch {
-            op: "quant_linear",
-            elements: ws.len(),
-        })?;
-    v.extend(ws.iter().map(|w| w.rows));
-    Ok(v)
-}
-
 /// Exact mode: each column's weight row decoded a block at a time, against every row of `x`,
 /// by the loop `config` picks (every variant gives the portable bits in the portable mode).
 fn run_exact(
@@ -462,11 +539,10 @@ fn run_exact(
     run: &Columns<'_>,
     xs: &[&[f32]],
     ws: &[QMatrix<'_>],
-    outs: &mut [Tensor],
+    dest: Dest<'_>,
 ) -> Result<(), KernelError> {
     let kernel = config.pick(&config.kernels().qexact);
-    let widths = widths(ws)?;
-    run.run(outs, &widths, &|i, cols, values| {
+    run.run(dest, ws, &|i, cols, values| {
         let w = &ws[i];
         let rows = QRows {
             ty: w.ty,
@@ -492,7 +568,8 @@ fn run_q8<W: QDot>(
     xs: &[&[f32]],
     ws: &[QMatrix<'_>],
     quantize: Quantizer<W::Act>,
-    outs: &mut [Tensor],
+    scratch: &mut QScratch,
+    dest: Dest<'_>,
 ) -> Result<(), KernelError> {
     const OP: &str = "quant_linear";
     let Some(first) = ws.first() else {
@@ -503,8 +580,10 @@ fn run_q8<W: QDot>(
         op: OP,
         elements: usize::MAX,
     })?;
-    let mut acts: Vec<W::Act> = Vec::new();
-    let mut side: Vec<Q8Side> = Vec::new();
+    let (acts, side) = W::Act::buffers(scratch);
+    acts.clear();
+    side.clear();
+    // Nothing is allocated where the buffers already hold `total` blocks.
     let room = acts
         .try_reserve_exact(total)
         .and_then(|()| side.try_reserve_exact(total));
@@ -517,13 +596,13 @@ fn run_q8<W: QDot>(
         quantize(x, a)?;
     }
     side.extend(acts.iter().map(Q8Side::of));
+    let (acts, side) = (&*acts, &*side);
     let kernel = config.kernels().q8;
-    let widths = widths(ws)?;
-    run.run(outs, &widths, &|i, cols, values| {
+    run.run(dest, ws, &|i, cols, values| {
         let w = &ws[i];
         let rows = Q8Rows {
-            acts: W::acts(&acts),
-            side: &side,
+            acts: W::acts(acts),
+            side,
             w: w.bytes,
             row_bytes: w.row_bytes,
             blocks: per_row,
@@ -531,6 +610,27 @@ fn run_q8<W: QDot>(
         };
         kernel(&rows, cols, values)
     })
+}
+
+/// Row `id` of a quantized table decoded into `out` (`table.cols()` values), as
+/// [`quant_embedding`] decodes it, without allocating: a decoder's step calls this.
+#[cfg(feature = "model")]
+pub(crate) fn quant_embedding_row_into(
+    id: u32,
+    table: &QMatrix<'_>,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    let row = usize::try_from(id)
+        .ok()
+        .filter(|&r| r < table.rows)
+        .and_then(|r| table.row(r))
+        .ok_or_else(|| ShapeError::EmbeddingId {
+            table: vec![table.rows, table.cols],
+            index: 0,
+            id: id as usize,
+        })?;
+    quant::decode_row(table.ty, row, out)?;
+    Ok(())
 }
 
 /// The rows `ids` of a quantized table (`table.rows()` rows of `table.cols()` values), each

@@ -184,22 +184,11 @@ pub fn scaled_dot_product_attention_with<'a>(
     if let Some(m) = &mask {
         shape::contiguous_rows("sdpa", "mask", m.shape(), m.strides())?;
     }
-    let SdpaDims {
-        heads,
-        q_len: sq,
-        kv_len: sk,
-        head_dim: hd,
-        ..
-    } = dims;
     let (q, k, v) = (
         Heads::new("q", &q)?,
         Heads::new("k", &k)?,
         Heads::new("v", &v)?,
     );
-    let scale = options
-        .scale
-        .unwrap_or_else(|| 1.0 / libm::sqrtf(hd as f32));
-    let group = dims.group();
     let mut out = Tensor::zeros(dims.output_shape())?;
     if out.is_empty() {
         // Nothing to compute, and a unit's `sq * hd` (or a mask plane) may overflow when
@@ -208,6 +197,42 @@ pub fn scaled_dot_product_attention_with<'a>(
     }
     // Every position it forms is one of the mask's; an empty mask (Sk = 0) masks nothing.
     let mask = mask.as_ref().filter(|m| !m.is_empty()).map(MaskRows::new);
+    attend_heads(
+        config,
+        &dims,
+        [&q, &k, &v],
+        mask.as_ref(),
+        options,
+        out.data_mut(),
+        schedule,
+    )?;
+    Ok(out)
+}
+
+/// Attention of the validated heads `[q, k, v]` of `dims` into `out` (`b·H·Sq·hd` values,
+/// compact `[b, H, Sq, hd]`, not empty): the kernel of [`scaled_dot_product_attention`], which a
+/// decoder's step calls on its own buffers (it allocates nothing once the thread's scratch has
+/// grown).
+pub(crate) fn attend_heads(
+    config: &KernelConfig,
+    dims: &SdpaDims,
+    [q, k, v]: [&Heads<'_>; 3],
+    mask: Option<&MaskRows<'_>>,
+    options: &SdpaOptions,
+    out: &mut [f32],
+    schedule: &dyn Schedule,
+) -> Result<(), KernelError> {
+    let SdpaDims {
+        heads,
+        q_len: sq,
+        kv_len: sk,
+        head_dim: hd,
+        ..
+    } = *dims;
+    let scale = options
+        .scale
+        .unwrap_or_else(|| 1.0 / libm::sqrtf(hd as f32));
+    let group = dims.group();
     // In u64 and saturating: `sq * sk * hd` alone can overflow a 32-bit usize.
     let total = [dims.batch, heads, sq, sk, hd]
         .iter()
@@ -244,7 +269,7 @@ pub fn scaled_dot_product_attention_with<'a>(
     parallel_chunks_grained(
         "sdpa",
         schedule,
-        out.data_mut(),
+        out,
         sq * hd,
         grain,
         work,
@@ -274,7 +299,7 @@ pub fn scaled_dot_product_attention_with<'a>(
                     v: v.of(bi, kv_h, sk * hd),
                     // Stacked heads' mask rows lie a head apart (0 where the mask broadcasts
                     // over heads).
-                    mask: mask.as_ref().map(|m| {
+                    mask: mask.map(|m| {
                         let (at, row) = m.of(bi, h);
                         (at, if rows > 1 { m.head_stride } else { row })
                     }),
@@ -293,12 +318,12 @@ pub fn scaled_dot_product_attention_with<'a>(
             Ok(())
         },
     )?;
-    Ok(out)
+    Ok(())
 }
 
 /// Where each (batch, head) block of a rank-4 operand starts: a view whose last two
 /// dimensions lie back to back, so a block is one slice.
-struct Heads<'a> {
+pub(crate) struct Heads<'a> {
     data: &'a [f32],
     offset: usize,
     batch_stride: usize,
@@ -316,6 +341,23 @@ impl<'a> Heads<'a> {
         })
     }
 
+    /// The blocks of `data` from `offset`, `batch_stride` and `head_stride` apart: the caller
+    /// vouches that every block a call reads lies inside `data`.
+    #[cfg(feature = "model")]
+    pub(crate) fn raw(
+        data: &'a [f32],
+        offset: usize,
+        batch_stride: usize,
+        head_stride: usize,
+    ) -> Self {
+        Self {
+            data,
+            offset,
+            batch_stride,
+            head_stride,
+        }
+    }
+
     /// The `len` values of block (`bi`, `h`).
     fn of(&self, bi: usize, h: usize, len: usize) -> &'a [f32] {
         if len == 0 {
@@ -330,7 +372,7 @@ impl<'a> Heads<'a> {
 
 /// Where the mask rows of a unit live: the mask view padded to rank 4, with a stride of 0 on
 /// every broadcast dimension.
-struct MaskRows<'a> {
+pub(crate) struct MaskRows<'a> {
     data: &'a [f32],
     offset: usize,
     batch_stride: usize,

@@ -56,11 +56,27 @@ pub(crate) trait Q8Act: Copy + Send + Sync + Default {
     fn qsum(&self) -> i32 {
         0
     }
+    /// This format's buffer in `s`, and the side values'.
+    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>);
+}
+
+/// The buffers a q8-mode product quantizes its activations into, kept by a caller that runs
+/// products back to back (a decoder's step) so that, once grown, they are reused instead of
+/// allocated again.
+#[derive(Default)]
+pub(crate) struct QScratch {
+    q8_0: alloc::vec::Vec<BlockQ8_0>,
+    q8_1: alloc::vec::Vec<BlockQ8_1>,
+    q8_k: alloc::vec::Vec<BlockQ8_K>,
+    side: alloc::vec::Vec<Q8Side>,
 }
 
 impl Q8Act for BlockQ8_0 {
     fn scale(&self) -> f32 {
         f16_to_f32(self.d)
+    }
+    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
+        (&mut s.q8_0, &mut s.side)
     }
     fn qsum(&self) -> i32 {
         self.qs.iter().map(|&q| q as i32).sum()
@@ -70,6 +86,9 @@ impl Q8Act for BlockQ8_0 {
 impl Q8Act for BlockQ8_1 {
     fn scale(&self) -> f32 {
         f16_to_f32(self.d)
+    }
+    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
+        (&mut s.q8_1, &mut s.side)
     }
     fn min(&self) -> f32 {
         f16_to_f32(self.s)
@@ -82,6 +101,9 @@ impl Q8Act for BlockQ8_1 {
 impl Q8Act for BlockQ8_K {
     fn scale(&self) -> f32 {
         self.d
+    }
+    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
+        (&mut s.q8_k, &mut s.side)
     }
 }
 

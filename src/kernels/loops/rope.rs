@@ -11,21 +11,34 @@ pub(crate) fn angle_table(
     hd: usize,
     theta: f32,
 ) -> Option<Vec<[f32; 2]>> {
-    let half = hd / 2;
     let mut table = Vec::new();
-    table.try_reserve_exact(len.checked_mul(half)?).ok()?;
+    table.try_reserve_exact(len.checked_mul(hd / 2)?).ok()?;
+    let inv_freq = inv_frequencies(hd, theta)?;
+    push_angles(offset, len, &inv_freq, &mut table);
+    Some(table)
+}
+
+/// `theta^(-2j/hd)` in f64 for `j < hd/2`: the frequencies of [`angle_table`].
+pub(crate) fn inv_frequencies(hd: usize, theta: f32) -> Option<Vec<f64>> {
+    let half = hd / 2;
     let theta = f64::from(theta);
     let mut inv_freq = Vec::new();
     inv_freq.try_reserve_exact(half).ok()?;
     inv_freq.extend((0..half).map(|j| libm::pow(theta, -((2 * j) as f64) / hd as f64)));
+    Some(inv_freq)
+}
+
+/// Appends to `table` the angles of positions `offset..offset + len` at the frequencies
+/// `inv_freq` ([`inv_frequencies`]), as [`angle_table`] computes them (it allocates only where
+/// `table` has no room for them).
+pub(crate) fn push_angles(offset: usize, len: usize, inv_freq: &[f64], table: &mut Vec<[f32; 2]>) {
     for i in 0..len {
         let pos = (offset + i) as f64;
-        for &f in &inv_freq {
+        for &f in inv_freq {
             let angle = pos * f;
             table.push([libm::cos(angle) as f32, libm::sin(angle) as f32]);
         }
     }
-    Some(table)
 }
 
 /// Rotates the pairs `(x[j], x[j + hd/2])` of one row by the angles of `cs` (rotate-half, the
