@@ -318,6 +318,111 @@ fn a_norm_weight_that_is_not_f32_is_an_error() {
     );
 }
 
+/// `steps` greedy decode steps after `prompt`, once by `forward` of one token and once by
+/// `step`, on two caches of `kind`: every step's logits as bits, both ways.
+fn step_and_forward(
+    model: &Llama<'_>,
+    prompt: &[u32],
+    steps: usize,
+    kind: CacheKind,
+    mode: Activations,
+    s: &dyn Schedule,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut a = model.cache(kind, prompt.len() + steps).unwrap();
+    let mut b = model.cache(kind, prompt.len() + steps).unwrap();
+    let first = model
+        .forward(prompt, &mut a, Logits::Last, mode, s)
+        .unwrap();
+    model
+        .forward(prompt, &mut b, Logits::Last, mode, s)
+        .unwrap();
+    let mut next = skainet_schedule::model::argmax(first.data()).unwrap();
+    let (mut by_forward, mut by_step) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        let f = model
+            .forward(&[next], &mut a, Logits::Last, mode, s)
+            .unwrap();
+        let g = model.step(next, &mut b, mode, s).unwrap();
+        by_forward.extend(f.to_bits());
+        by_step.extend(g.iter().map(|x| x.to_bits()));
+        next = skainet_schedule::model::argmax(f.data()).unwrap();
+    }
+    assert_eq!(
+        (a.len(), b.len()),
+        (prompt.len() + steps, prompt.len() + steps)
+    );
+    (by_forward, by_step)
+}
+
+#[test]
+fn a_step_gives_the_bits_of_a_one_token_forward_under_every_schedule_cache_and_mode() {
+    let model = load(tiny()).unwrap();
+    let mut all: Vec<Box<dyn Schedule>> = vec![Box::new(Sequential)];
+    all.extend(schedules());
+    let mut want = None;
+    for kind in [CacheKind::Positional, CacheKind::Append] {
+        for mode in [Activations::Exact, Activations::Q8] {
+            for s in &all {
+                let (f, g) = step_and_forward(&model, &[3, 141, 7, 59], 5, kind, mode, s.as_ref());
+                assert_eq!(f.len(), 5 * 160);
+                assert_eq!(g, f, "{kind:?} {mode:?} {}", s.name());
+                if mode == Activations::Exact {
+                    // And the same bits under every schedule and cache.
+                    assert_eq!(*want.get_or_insert_with(|| g.clone()), g, "{}", s.name());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_step_checks_its_token_and_the_cache_first() {
+    let model = load(tiny()).unwrap();
+    let mut cache = model.cache(CacheKind::Positional, 1).unwrap();
+    let e = model
+        .step(160, &mut cache, Activations::Exact, &Sequential)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "token id 160 is not below the vocabulary size 160"
+    );
+    assert_eq!(cache.len(), 0, "nothing was appended");
+    model
+        .step(5, &mut cache, Activations::Exact, &Sequential)
+        .unwrap();
+    let e = model
+        .step(5, &mut cache, Activations::Exact, &Sequential)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the K/V cache holds 1 of 1 positions: no room for 1 more"
+    );
+    assert_eq!(cache.len(), 1);
+}
+
+#[test]
+fn the_cache_times_attention_and_its_appends() {
+    let model = load(tiny()).unwrap();
+    let mut cache = model.cache(CacheKind::Append, 8).unwrap();
+    assert_eq!(cache.attention_time(), std::time::Duration::ZERO);
+    assert_eq!(cache.kv_cache_time(), std::time::Duration::ZERO);
+    model
+        .forward(
+            &[1, 2, 3],
+            &mut cache,
+            Logits::Last,
+            Activations::Exact,
+            &Sequential,
+        )
+        .unwrap();
+    let (attention, kv) = (cache.attention_time(), cache.kv_cache_time());
+    assert!(attention > std::time::Duration::ZERO && kv > std::time::Duration::ZERO);
+    model
+        .step(4, &mut cache, Activations::Exact, &Sequential)
+        .unwrap();
+    assert!(cache.attention_time() > attention && cache.kv_cache_time() > kv);
+}
+
 #[test]
 fn a_token_id_beyond_the_vocabulary_is_an_error() {
     let model = load(tiny()).unwrap();
@@ -404,9 +509,10 @@ fn greedy(
         let next = sampler.next(logits.data()).unwrap();
         out.push(next);
         if out.len() < n {
-            logits = model
-                .forward(&[next], &mut cache, Logits::Last, mode, s)
-                .unwrap();
+            // Decode steps as a generator runs them (`step`'s bits are `forward`'s, which
+            // a test below checks on this model).
+            let step = model.step(next, &mut cache, mode, s).unwrap();
+            logits = Tensor::new(vec![1, step.len()], step.to_vec()).unwrap();
         }
     }
     (out, logits)
@@ -445,6 +551,16 @@ fn real_model_exact_mode_writes_the_float64_references_greedy_tokens() {
     let model = Llama::from_gguf(real().gguf()).unwrap();
     let (tokens, _) = greedy(&model, &FRANCE, 16, Activations::Exact, &Sequential);
     assert_eq!(tokens, FRANCE_REFERENCE);
+}
+
+#[test]
+fn real_model_steps_give_the_bits_of_one_token_forwards() {
+    let model = Llama::from_gguf(real().gguf()).unwrap();
+    for mode in [Activations::Exact, Activations::Q8] {
+        let (f, g) = step_and_forward(&model, &FRANCE, 3, CacheKind::Positional, mode, &hardware());
+        assert_eq!(f.len(), 3 * 49152);
+        assert!(g == f, "{mode:?}: a step's logits differ from forward's");
+    }
 }
 
 #[test]

@@ -14,12 +14,18 @@ use core::fmt;
 
 use crate::gguf::{Gguf, GgufError, TensorInfo};
 use crate::kernels::decoder::{rope_interleaved_by, Angles};
+use crate::kernels::step::{
+    attend_heads, inv_frequencies, push_angles, quant_embedding_row_into, quant_linear_row_into,
+    rms_norm_row, rope_interleaved_row, silu_mul_row, Heads, QScratch,
+};
 use crate::quant::{self, GgmlType, QuantError};
+use crate::shape::SdpaDims;
 use crate::{
     add_broadcast, quant_embedding, quant_linear, quant_linear_many, rms_norm,
-    scaled_dot_product_attention, silu_mul, Activations, KernelError, KvCache, QMatrix, Schedule,
-    SdpaOptions, Tensor, TensorView,
+    scaled_dot_product_attention, silu_mul, Activations, KernelConfig, KernelError, KvCache,
+    QMatrix, Schedule, SdpaOptions, Tensor, TensorView,
 };
+use std::time::{Duration, Instant};
 
 /// The dimensions of a llama-architecture model, as its GGUF metadata states them.
 #[derive(Debug, Clone, PartialEq)]
@@ -480,6 +486,8 @@ impl<'a> Llama<'a> {
             layers,
             capacity,
             len: 0,
+            step: StepBuffers::new(c)?,
+            times: OpTimes::default(),
         })
     }
 
@@ -536,9 +544,12 @@ impl<'a> Llama<'a> {
             let q = rope_interleaved_by(heads(&q, c.heads, hd)?, offset, theta, &angles, schedule)?;
             let k =
                 rope_interleaved_by(heads(&k, c.kv_heads, hd)?, offset, theta, &angles, schedule)?;
+            let t = Instant::now();
             layer.append(k.view(), heads(&v, c.kv_heads, hd)?)?;
+            let t = cache.times.kv_cache_since(t);
             let (keys, values) = layer.keys_values();
             let attn = scaled_dot_product_attention(&q, keys, values, None, &causal, schedule)?;
+            cache.times.attention += t.elapsed();
             // [1, heads, s, hd] back to [s, heads·hd] for the output projection.
             let attn = attn
                 .view()
@@ -562,6 +573,211 @@ impl<'a> Llama<'a> {
         };
         let h = rms_norm(rows, &self.output_norm, c.rms_eps, schedule)?;
         Ok(quant_linear(&h, &self.output, mode, schedule)?)
+    }
+
+    /// One decode step: `token` at position `cache.len()` through the model, its keys and
+    /// values appended to `cache`, and the logits `[vocab]` returned from a buffer the cache
+    /// holds — the bits of [`forward`](Self::forward)`(&[token], cache, Logits::Last, ..)`.
+    ///
+    /// Every product, attention and norm writes into buffers made with the cache, so once the
+    /// first step has grown the activations' scratch (and each worker thread its attention
+    /// scratch), a step on a [`CacheKind::Positional`] cache allocates nothing. An
+    /// [`CacheKind::Append`] cache still reallocates its keys and values, as it is meant to.
+    ///
+    /// # Errors
+    ///
+    /// As [`forward`](Self::forward).
+    pub fn step<'c>(
+        &self,
+        token: u32,
+        cache: &'c mut LlamaCache,
+        mode: Activations,
+        schedule: &dyn Schedule,
+    ) -> Result<&'c [f32], ModelError> {
+        let c = &self.config;
+        if token as usize >= c.vocab {
+            return Err(ModelError::TokenOutOfRange {
+                id: token,
+                vocab: c.vocab,
+            });
+        }
+        if cache.layers.len() != c.blocks || cache.len >= cache.capacity {
+            return Err(ModelError::CacheFull {
+                len: cache.len,
+                adding: 1,
+                capacity: cache.capacity,
+            });
+        }
+        let config = KernelConfig::selected();
+        let (hd, pos) = (c.head_dim, cache.len);
+        let (nq, nkv) = (c.heads * hd, c.kv_heads * hd);
+        let LlamaCache {
+            layers,
+            step: b,
+            times,
+            ..
+        } = cache;
+        quant_embedding_row_into(token, &self.embd, &mut b.x)?;
+        b.angles.clear();
+        push_angles(pos, 1, &b.inv_freq, &mut b.angles);
+        let causal = SdpaOptions {
+            scale: None,
+            causal: true,
+        };
+        for (blk, layer) in self.blocks.iter().zip(layers.iter_mut()) {
+            rms_norm_row(&b.x, blk.attn_norm.data(), c.rms_eps, &mut b.h);
+            let qkv = [blk.wq, blk.wk, blk.wv];
+            quant_linear_row_into(&config, &b.h, &qkv, mode, schedule, &mut b.q8, &mut b.qkv)?;
+            let (q, rest) = b.qkv.split_at(nq);
+            let (k, v) = rest.split_at(nkv);
+            for (x, o) in q.chunks_exact(hd).zip(b.q.chunks_exact_mut(hd)) {
+                rope_interleaved_row(x, &b.angles, o);
+            }
+            for (x, o) in k.chunks_exact(hd).zip(b.k.chunks_exact_mut(hd)) {
+                rope_interleaved_row(x, &b.angles, o);
+            }
+            let t = Instant::now();
+            layer.append_position(&b.k, v)?;
+            let t = times.kv_cache_since(t);
+            let ([keys, values], len, capacity) = layer.buffers();
+            let dims = SdpaDims {
+                batch: 1,
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                q_len: 1,
+                kv_len: len,
+                head_dim: hd,
+            };
+            let q = Heads::raw(&b.q, 0, nq, hd);
+            let (k, v) = (
+                Heads::raw(keys, 0, capacity * nkv, capacity * hd),
+                Heads::raw(values, 0, capacity * nkv, capacity * hd),
+            );
+            attend_heads(
+                &config,
+                &dims,
+                [&q, &k, &v],
+                None,
+                &causal,
+                &mut b.attn,
+                schedule,
+            )?;
+            times.attention += t.elapsed();
+            let wo = [blk.wo];
+            quant_linear_row_into(&config, &b.attn, &wo, mode, schedule, &mut b.q8, &mut b.y)?;
+            add_into(&mut b.x, &b.y);
+            rms_norm_row(&b.x, blk.ffn_norm.data(), c.rms_eps, &mut b.h);
+            let gate_up = [blk.w_gate, blk.w_up];
+            let out = &mut b.gate_up;
+            quant_linear_row_into(&config, &b.h, &gate_up, mode, schedule, &mut b.q8, out)?;
+            let (gate, up) = b.gate_up.split_at(c.ffn);
+            silu_mul_row(gate, up, &mut b.act);
+            let down = [blk.w_down];
+            quant_linear_row_into(&config, &b.act, &down, mode, schedule, &mut b.q8, &mut b.y)?;
+            add_into(&mut b.x, &b.y);
+        }
+        cache.len += 1;
+        rms_norm_row(&b.x, self.output_norm.data(), c.rms_eps, &mut b.h);
+        let head = [self.output];
+        quant_linear_row_into(
+            &config,
+            &b.h,
+            &head,
+            mode,
+            schedule,
+            &mut b.q8,
+            &mut b.logits,
+        )?;
+        Ok(&b.logits)
+    }
+}
+
+/// `x += y`, one IEEE `+` each: [`add_broadcast`]'s bits for two rows of one shape.
+fn add_into(x: &mut [f32], y: &[f32]) {
+    for (x, &y) in x.iter_mut().zip(y) {
+        *x += y;
+    }
+}
+
+/// The buffers of one [`Llama::step`], made with its cache: the residual stream, the
+/// projections' outputs, the rotated queries and keys, the logits, and the q8 activations.
+struct StepBuffers {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    qkv: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    attn: Vec<f32>,
+    y: Vec<f32>,
+    gate_up: Vec<f32>,
+    act: Vec<f32>,
+    logits: Vec<f32>,
+    inv_freq: Vec<f64>,
+    angles: Vec<[f32; 2]>,
+    q8: QScratch,
+}
+
+impl StepBuffers {
+    fn new(c: &LlamaConfig) -> Result<Self, ModelError> {
+        let (hd, d) = (c.head_dim, c.dim);
+        let sizes = [
+            ("x", d),
+            ("qkv", (c.heads + 2 * c.kv_heads).saturating_mul(hd)),
+            ("q", c.heads.saturating_mul(hd)),
+            ("k", c.kv_heads.saturating_mul(hd)),
+            ("gate_up", c.ffn.saturating_mul(2)),
+            ("act", c.ffn),
+            ("logits", c.vocab),
+        ];
+        let zeros = |op: &'static str, n: usize| -> Result<Vec<f32>, ModelError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n)
+                .map_err(|_| KernelError::Scratch { op, elements: n })?;
+            v.resize(n, 0.0);
+            Ok(v)
+        };
+        let [x, qkv, q, k, gate_up, act, logits] = sizes.map(|(op, n)| zeros(op, n));
+        let mut angles = Vec::new();
+        angles
+            .try_reserve_exact(hd / 2)
+            .map_err(|_| KernelError::Scratch {
+                op: "rope",
+                elements: hd / 2,
+            })?;
+        Ok(Self {
+            h: zeros("h", d)?,
+            y: zeros("y", d)?,
+            attn: zeros("attn", c.heads.saturating_mul(hd))?,
+            x: x?,
+            qkv: qkv?,
+            q: q?,
+            k: k?,
+            gate_up: gate_up?,
+            act: act?,
+            logits: logits?,
+            inv_freq: inv_frequencies(hd, c.rope_base).ok_or(KernelError::Scratch {
+                op: "rope",
+                elements: hd / 2,
+            })?,
+            angles,
+            q8: QScratch::default(),
+        })
+    }
+}
+
+/// Time spent in attention and in the K/V cache's appends, summed over every call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct OpTimes {
+    attention: Duration,
+    kv_cache: Duration,
+}
+
+impl OpTimes {
+    /// Adds the time since `t` to the cache's, and returns now.
+    fn kv_cache_since(&mut self, t: Instant) -> Instant {
+        let now = Instant::now();
+        self.kv_cache += now - t;
+        now
     }
 }
 
@@ -622,6 +838,38 @@ impl LayerCache {
         }
     }
 
+    /// [`append`](Self::append) of one position, `k` and `v` `[nKV·hd]` each.
+    fn append_position(&mut self, k: &[f32], v: &[f32]) -> Result<(), KernelError> {
+        match self {
+            LayerCache::Positional(c) => c.append_position(k, v),
+            LayerCache::Append { k: ks, .. } => {
+                let [_, kv, _, hd] = *ks.shape() else {
+                    return Ok(());
+                };
+                let shape = || alloc::vec![1, kv, 1, hd];
+                let strides = || alloc::vec![kv * hd, hd, hd, 1];
+                let k = TensorView::strided(k, shape(), strides(), 0)?;
+                let v = TensorView::strided(v, shape(), strides(), 0)?;
+                self.append(k, v)
+            }
+        }
+    }
+
+    /// The key and value buffers `[1, nKV, capacity, hd]`, the positions filled, and the
+    /// capacity.
+    fn buffers(&self) -> ([&[f32]; 2], usize, usize) {
+        match self {
+            LayerCache::Positional(c) => {
+                let (k, v) = c.buffers();
+                ([k, v], c.len(), c.capacity())
+            }
+            LayerCache::Append { k, v } => {
+                let len = k.shape().get(2).copied().unwrap_or(0);
+                ([k.data(), v.data()], len, len)
+            }
+        }
+    }
+
     fn keys_values(&self) -> (TensorView<'_>, TensorView<'_>) {
         match self {
             LayerCache::Positional(c) => (c.keys(), c.values()),
@@ -651,6 +899,8 @@ pub struct LlamaCache {
     layers: Vec<LayerCache>,
     capacity: usize,
     len: usize,
+    step: StepBuffers,
+    times: OpTimes,
 }
 
 impl fmt::Debug for LlamaCache {
@@ -677,5 +927,18 @@ impl LlamaCache {
     /// Positions it can hold.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Wall-clock time spent in attention, summed over every [`Llama::forward`] and
+    /// [`Llama::step`] on this cache.
+    pub fn attention_time(&self) -> Duration {
+        self.times.attention
+    }
+
+    /// Wall-clock time spent appending keys and values to this cache (for
+    /// [`CacheKind::Append`], reallocating and copying them), summed as
+    /// [`attention_time`](Self::attention_time).
+    pub fn kv_cache_time(&self) -> Duration {
+        self.times.kv_cache
     }
 }
