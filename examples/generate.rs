@@ -203,6 +203,8 @@ struct Run {
     tokens: Vec<u32>,
     text: String,
     logits_hash: u64,
+    attention: Duration,
+    kv_cache: Duration,
 }
 
 /// Prefill `prompt`, then up to `max_new` tokens; `emit` sees each token's text as it comes.
@@ -230,14 +232,16 @@ fn generate(
     let t = Instant::now();
     let mut logits = model
         .forward(prompt, &mut cache, Logits::Last, activations, schedule)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .data()
+        .to_vec();
     let prefill = t.elapsed();
     let mut tokens = Vec::new();
     let t = Instant::now();
     let mut steps = 0;
     while tokens.len() < max_new {
         let next = sampler
-            .next(logits.data())
+            .next(&logits)
             .ok_or("the logits hold no finite value")?;
         tokens.push(next);
         if stop_at_eos && Some(next) == tok.eos() {
@@ -249,9 +253,11 @@ fn generate(
         if tokens.len() == max_new {
             break;
         }
-        logits = model
-            .forward(&[next], &mut cache, Logits::Last, activations, schedule)
+        // A decode step writes its logits into the cache's own buffer (it allocates nothing).
+        let step = model
+            .step(next, &mut cache, activations, schedule)
             .map_err(|e| e.to_string())?;
+        logits.copy_from_slice(step);
         steps += 1;
     }
     let decode = t.elapsed();
@@ -268,7 +274,9 @@ fn generate(
         decode_steps: steps,
         tokens,
         text,
-        logits_hash: bits_hash(logits.data()),
+        logits_hash: bits_hash(&logits),
+        attention: cache.attention_time(),
+        kv_cache: cache.kv_cache_time(),
     })
 }
 
@@ -438,18 +446,27 @@ fn run(args: Args) -> Result<(), String> {
             runs.extend(best);
         }
         println!(
-            "{:<14} {:<11} {:<6} {:>11} {:>12} {:>13}",
-            "schedule", "kv cache", "mode", "prefill ms", "prefill t/s", "decode t/s"
+            "{:<14} {:<11} {:<6} {:>11} {:>12} {:>13} {:>13} {:>12}",
+            "schedule",
+            "kv cache",
+            "mode",
+            "prefill ms",
+            "prefill t/s",
+            "decode t/s",
+            "attention ms",
+            "kv cache ms"
         );
         for r in &runs {
             println!(
-                "{:<14} {:<11} {:<6} {:>11.1} {:>12.1} {:>13.1}",
+                "{:<14} {:<11} {:<6} {:>11.1} {:>12.1} {:>13.1} {:>13.2} {:>12.2}",
                 r.schedule,
                 kv_name(r.kv),
                 mode_name(r.activations),
                 r.prefill.as_secs_f64() * 1e3,
                 per_s(r.prompt_tokens, r.prefill),
-                per_s(r.decode_steps, r.decode)
+                per_s(r.decode_steps, r.decode),
+                r.attention.as_secs_f64() * 1e3,
+                r.kv_cache.as_secs_f64() * 1e3
             );
         }
         let same = runs
@@ -503,13 +520,15 @@ fn run(args: Args) -> Result<(), String> {
             .iter()
             .map(|r| {
                 format!(
-                    "{{\"schedule\":{},\"kv_cache\":\"{}\",\"activations\":\"{}\",\"prefill_ms\":{:.3},\"prefill_tokens_per_s\":{:.3},\"decode_tokens_per_s\":{:.3},\"tokens\":{},\"text\":{},\"logits_bits_hash\":\"{:016x}\"}}",
+                    "{{\"schedule\":{},\"kv_cache\":\"{}\",\"activations\":\"{}\",\"prefill_ms\":{:.3},\"prefill_tokens_per_s\":{:.3},\"decode_tokens_per_s\":{:.3},\"attention_ms\":{:.3},\"kv_cache_ms\":{:.3},\"tokens\":{},\"text\":{},\"logits_bits_hash\":\"{:016x}\"}}",
                     json_str(&r.schedule),
                     kv_name(r.kv),
                     mode_name(r.activations),
                     r.prefill.as_secs_f64() * 1e3,
                     per_s(r.prompt_tokens, r.prefill),
                     per_s(r.decode_steps, r.decode),
+                    r.attention.as_secs_f64() * 1e3,
+                    r.kv_cache.as_secs_f64() * 1e3,
                     ids_json(&r.tokens),
                     json_str(&r.text),
                     r.logits_hash
