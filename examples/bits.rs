@@ -1,5 +1,6 @@
 //! Prints `target <triple> <variant> <hash>` for every variant of the CPU kernels available on
-//! this machine: the hash of every output bit of a fixed set of calls (`examples/bits/suite.rs`).
+//! this machine: the hash of every output bit of a fixed set of calls (`examples/bits/suite.rs`),
+//! and `quant <triple> <variant> <hash>` for its quantized products.
 //! `scripts/check_targets.sh` runs it natively, under `qemu-aarch64` and under a WASI runtime,
 //! next to the bare-metal `bits_embedded`, and fails unless every hash is the same.
 //!
@@ -46,8 +47,12 @@ fn main() -> ExitCode {
     };
     let providers = cpu_kernels().providers();
     for variant in providers.iter().filter(|p| p.is_available()) {
-        match suite::run(&KernelConfig::new(variant.clone())) {
-            Ok(hash) => println!("{}", suite::line(&triple, variant.name(), hash)),
+        let config = KernelConfig::new(variant.clone());
+        match suite::run(&config).and_then(|h| Ok((h, suite::run_quant(&config)?))) {
+            Ok((hash, quant)) => {
+                println!("{}", suite::line(&triple, variant.name(), hash));
+                println!("{}", suite::quant_line(&triple, variant.name(), quant));
+            }
             Err(e) => {
                 eprintln!("bits: variant {} failed: {e}", variant.name());
                 return ExitCode::FAILURE;

@@ -4,7 +4,7 @@
 //! On `target_os = "none"` this is a `#![no_std]`, `#![no_main]` program for
 //! `thumbv7em-none-eabihf` on `cortex-m-rt` (vector table, reset handler, FPU enable, and
 //! `link.x`, with `examples/bits/memory.x` for QEMU's `mps2-an386` board). It prints
-//! `target thumbv7em-none-eabihf <variant> <hash>` over semihosting and exits QEMU with status 0
+//! `target thumbv7em-none-eabihf <variant> <hash>` (and its `quant` line) over semihosting and exits QEMU with status 0
 //! (1 on any error). `scripts/check_targets.sh` builds and runs it:
 //!
 //! ```text
@@ -36,9 +36,13 @@ fn lines(triple: &str) -> Result<String, String> {
         .iter()
         .filter(|p| p.is_available())
     {
-        let hash = suite::run(&KernelConfig::new(variant.clone()))
-            .map_err(|e| alloc::format!("bits: variant {} failed: {e}\n", variant.name()))?;
+        let config = KernelConfig::new(variant.clone());
+        let failed = |e| alloc::format!("bits: variant {} failed: {e}\n", variant.name());
+        let hash = suite::run(&config).map_err(failed)?;
         out.push_str(&suite::line(triple, variant.name(), hash));
+        out.push('\n');
+        let quant = suite::run_quant(&config).map_err(failed)?;
+        out.push_str(&suite::quant_line(triple, variant.name(), quant));
         out.push('\n');
     }
     Ok(out)

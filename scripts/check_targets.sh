@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Same bits on four targets. Runs the fixed calls of examples/bits/suite.rs (grouped-query causal
 # attention with a mask and a fully masked row, matmul, conv2d; portable arithmetic) and prints
-# one line per run, `target <triple> <variant> <hash of every output bit>`:
+# one line per run, `target <triple> <variant> <hash of every output bit>`, and one line
+# `quant <triple> <variant> <hash>` for the quantized products (every block format, both
+# activation modes, and the embedding lookup):
 #   x86_64-unknown-linux-gnu   natively, every variant this CPU has (portable, sse2, avx2);
 #   aarch64-unknown-linux-gnu  under qemu-aarch64 (portable, neon);
 #   wasm32-wasip1              under node's built-in WASI (scripts/run_wasi.mjs);
 #   thumbv7em-none-eabihf      the no_std core on a Cortex-M4F: QEMU's mps2-an386 board,
 #                              output over semihosting (examples/bits_embedded.rs).
-# Fails unless every expected run printed its line and every hash is the same.
+# Fails unless every expected run printed its two lines and the hashes of each kind are one.
 # Installs what it needs: qemu-user, qemu-system-arm, the aarch64 cross gcc/libc (apt), node
 # (apt, if missing), and the three rust targets (rustup). Runs on an x86_64 Linux host.
 set -euo pipefail
@@ -83,18 +85,22 @@ expected=(
 )
 grep -qw avx2 /proc/cpuinfo && expected+=("x86_64-unknown-linux-gnu avx2")
 grep -qw avx512f /proc/cpuinfo && expected+=("x86_64-unknown-linux-gnu avx512")
-for e in "${expected[@]}"; do
-  if ! printf '%s\n' "${lines[@]}" | grep -q "^target $e [0-9a-f]\{16\}$"; then
-    echo "check_targets: FAIL: no line for $e" >&2
+summary=""
+for kind in target quant; do
+  for e in "${expected[@]}"; do
+    if ! printf '%s\n' "${lines[@]}" | grep -q "^$kind $e [0-9a-f]\{16\}$"; then
+      echo "check_targets: FAIL: no $kind line for $e" >&2
+      failed=1
+    fi
+  done
+  hashes=$(printf '%s\n' "${lines[@]}" | awk -v k="$kind" '$1 == k { print $4 }' | sort -u)
+  if [ "$(printf '%s\n' "$hashes" | grep -c .)" -ne 1 ]; then
+    echo "check_targets: FAIL: the $kind hashes differ:" $hashes >&2
     failed=1
   fi
+  summary="$summary $kind $hashes"
 done
-hashes=$(printf '%s\n' "${lines[@]}" | awk '$1 == "target" { print $4 }' | sort -u)
-if [ "$(printf '%s\n' "$hashes" | grep -c .)" -ne 1 ]; then
-  echo "check_targets: FAIL: the hashes differ:" $hashes >&2
-  failed=1
-fi
 if [ "$failed" -ne 0 ]; then
   exit 1
 fi
-echo "check_targets: ${#lines[@]} runs, one hash $hashes (built in ${built}s, $((SECONDS - start))s in all)" >&2
+echo "check_targets: ${#lines[@]} lines, one hash of each kind:$summary (built in ${built}s, $((SECONDS - start))s in all)" >&2
