@@ -4,7 +4,7 @@
 //! `cargo run --release --features parallel --example decode [-- FLAGS]`
 //!
 //! Default dimensions are SmolLM2-135M's (30 layers, hidden 576, 9 query heads over 3 K/V
-//! heads of 64, MLP 1536, vocabulary 49152, RoPE θ 10000) with deterministic synthetic weights
+//! heads of 64, MLP 1536, vocabulary 49152, RoPE θ 100000) with deterministic synthetic weights
 //! (nothing is downloaded); a 128-token prompt, 32 new tokens. Four runs (schedule × cache), a
 //! table, and whether every run produced the same tokens and the same final logits, bit for bit.
 //!

@@ -26,7 +26,7 @@ pub struct Config {
 
 impl Config {
     /// SmolLM2-135M: 30 layers, hidden 576, 9 query heads over 3 K/V heads of 64, MLP 1536,
-    /// vocabulary 49152, RoPE θ 10000.
+    /// vocabulary 49152, RoPE θ 100000 (the base its GGUF file states).
     pub fn smollm2_135m() -> Self {
         Self {
             layers: 30,
@@ -36,7 +36,7 @@ impl Config {
             head_dim: 64,
             mlp: 1536,
             vocab: 49152,
-            rope_theta: 10_000.0,
+            rope_theta: 100_000.0,
             norm_eps: 1e-5,
         }
     }
