@@ -20,7 +20,7 @@ use skainet_schedule::model::{
 };
 use skainet_schedule::{dedicated, hardware, Activations, Schedule, Sequential, Tensor};
 
-const USAGE: &str = "usage: generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] \
+const USAGE: &str = "usage: generate [--model PATH] [--huge-pages] [--prompt TEXT] [--chat] [--max-tokens N] \
 [--ignore-eos] [--temperature T] [--top-p P] [--seed S] [--schedule sequential|hardware|dedicated:N] \
 [--activations exact|q8] [--kv positional|append] [--table] [--bench [--prompt-len N] \
 [--new-tokens N] [--repeat N]] [--tokenize] [--dump-logits PATH] [--json]";
@@ -34,6 +34,7 @@ struct Args {
     chat: bool,
     max_tokens: usize,
     ignore_eos: bool,
+    huge_pages: bool,
     sampling: Sampling,
     schedule: String,
     activations: Activations,
@@ -55,6 +56,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         chat: false,
         max_tokens: 128,
         ignore_eos: false,
+        huge_pages: false,
         sampling: Sampling::GREEDY,
         schedule: "hardware".into(),
         activations: Activations::Exact,
@@ -84,6 +86,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--chat" => a.chat = true,
             "--max-tokens" | "-n" => a.max_tokens = number(&flag, value(&flag)?)?,
             "--ignore-eos" => a.ignore_eos = true,
+            "--huge-pages" => a.huge_pages = true,
             "--temperature" | "--temp" => {
                 let t: f32 = number(&flag, value(&flag)?)?;
                 if !(t >= 0.0 && t.is_finite()) {
@@ -330,8 +333,14 @@ fn run(args: Args) -> Result<(), String> {
         None => default_model()?,
     };
     let t = Instant::now();
-    eprintln!("generate: mapping {}", path.display());
-    let file = GgufFile::open(&path).map_err(|e| e.to_string())?;
+    let file = if args.huge_pages {
+        eprintln!("generate: reading {} into huge pages", path.display());
+        GgufFile::load_in_huge_pages(&path)
+    } else {
+        eprintln!("generate: mapping {}", path.display());
+        GgufFile::open(&path)
+    }
+    .map_err(|e| e.to_string())?;
     let gguf = file.gguf();
     let model = Llama::from_gguf(gguf).map_err(|e| e.to_string())?;
     let tok = Tokenizer::from_gguf(gguf).map_err(|e| e.to_string())?;

@@ -551,7 +551,7 @@ class Page:
             return
         meta = json.loads(meta.read_text())
         self.heading("The real model against llama.cpp",
-                     f"generate --bench --prompt-len {meta['prompt']} --new-tokens {meta['new']} "
+                     f"generate --huge-pages --bench --prompt-len {meta['prompt']} --new-tokens {meta['new']} "
                      f"--repeat {meta['repeat']} --json; llama-bench -p {meta['prompt']} "
                      f"-n {meta['new']} -r {meta['repeat']} -o json")
         peer = meta.get("llama_cpp", "–")
@@ -560,7 +560,9 @@ class Page:
                 "llama.cpp did not run in this run (no peers)")
         self.w(f"SmolLM2-135M-Instruct from its GGUF file: the shipped Q4_1 file and, where llama.cpp "
                f"ran, its `llama-quantize` requantizations. {peer}; one thread is `Sequential`, two "
-               "`hardware()`. Tokens per second: prefill of the prompt (pp), then decode (tg); in "
+               "`hardware()`. Ours read the file into memory backed by transparent huge pages "
+               "(`GgufFile::load_in_huge_pages`); llama-bench maps it, its default. "
+               "Tokens per second: prefill of the prompt (pp), then decode (tg); in "
                "brackets ours over llama.cpp's. Ours are medians over the runs; llama-bench's are "
                "its means.", "")
         rows = []

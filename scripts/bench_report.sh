@@ -86,8 +86,8 @@ model_runs() { # model_runs PROMPT NEW REPEAT
       fi
       for mode in q8 exact; do
         log "generate --bench $label $schedule $mode"
-        "$root/target/release/examples/generate" --model "$file" --bench --schedule "$schedule" \
-          --activations "$mode" --prompt-len "$prompt" --new-tokens "$new" --repeat "$repeat" \
+        "$root/target/release/examples/generate" --model "$file" --huge-pages --bench \
+          --schedule "$schedule" --activations "$mode" --prompt-len "$prompt" --new-tokens "$new" --repeat "$repeat" \
           --json 2>/dev/null | grep '^{' > "$work/results/model_${label}_${schedule}_$mode.json"
       done
     done

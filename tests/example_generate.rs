@@ -48,6 +48,14 @@ fn library_error(path: &Path) -> String {
 /// Runs the example on the file `bytes` (or on `path` itself when `bytes` is `None`) and
 /// checks how it fails; returns the library's error.
 fn refuses(name: &str, bytes: Option<&[u8]>) -> String {
+    let want = refuses_with(name, bytes, &[]);
+    // Read into huge pages instead of mapped: the same error.
+    assert_eq!(refuses_with(name, bytes, &["--huge-pages"]), want, "{name}");
+    want
+}
+
+/// [`refuses`] with `flags` added to the command line.
+fn refuses_with(name: &str, bytes: Option<&[u8]>, flags: &[&str]) -> String {
     let path = std::env::temp_dir().join(format!("skainet-{}-{name}.gguf", std::process::id()));
     if let Some(bytes) = bytes {
         std::fs::write(&path, bytes).unwrap();
@@ -55,6 +63,7 @@ fn refuses(name: &str, bytes: Option<&[u8]>) -> String {
     let out = Command::new(generate())
         .args(["--model".as_ref(), path.as_os_str()])
         .args(["--prompt", "hi", "--max-tokens", "1"])
+        .args(flags)
         .output()
         .unwrap();
     let want = library_error(&path);

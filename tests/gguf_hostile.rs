@@ -1129,6 +1129,27 @@ mod mapped {
         path
     }
 
+    /// The two ways to open a file: mapped, and read into (huge) pages.
+    const OPENERS: [fn(&std::path::Path) -> Result<GgufFile, GgufError>; 2] =
+        [|p| GgufFile::open(p), |p| GgufFile::load_in_huge_pages(p)];
+
+    #[test]
+    fn a_file_read_into_huge_pages_reads_like_its_bytes_from_a_2_mib_boundary() {
+        let bytes = every_type(3).to_bytes();
+        let path = temp("huge.gguf", &bytes);
+        let file = GgufFile::load_in_huge_pages(&path).unwrap();
+        assert_eq!(file.bytes(), &bytes[..]);
+        assert_eq!(file.bytes().as_ptr() as usize % (2 << 20), 0);
+        let g = file.gguf();
+        assert_eq!(g.get_u32("t.u32").unwrap(), 0xdead_beef);
+        let q = g.tensor("blk.0.attn_q.weight").unwrap();
+        assert_eq!(q.data(), writer::block_data(60, 9));
+        let start = file.bytes().as_ptr() as usize + g.data_offset() + 192;
+        assert_eq!(q.data().as_ptr() as usize, start);
+        drop(file);
+        std::fs::remove_file(path).unwrap();
+    }
+
     #[test]
     fn a_mapped_file_reads_like_its_bytes() {
         let bytes = every_type(3).to_bytes();
@@ -1150,33 +1171,37 @@ mod mapped {
     #[test]
     fn a_missing_file_is_an_error_naming_the_path() {
         let path = std::env::temp_dir().join("skainet-gguf-no-such-dir/model.gguf");
-        let e = GgufFile::open(&path).unwrap_err();
-        let GgufError::Io { path: p, source } = &e else {
-            panic!("{e}")
-        };
-        assert_eq!((p, source.kind()), (&path, std::io::ErrorKind::NotFound));
-        assert!(
-            e.to_string().starts_with(&format!("{}: ", path.display())),
-            "{e}"
-        );
-        assert!(std::error::Error::source(&e).is_some());
+        for open in OPENERS {
+            let e = open(&path).unwrap_err();
+            let GgufError::Io { path: p, source } = &e else {
+                panic!("{e}")
+            };
+            assert_eq!((p, source.kind()), (&path, std::io::ErrorKind::NotFound));
+            assert!(
+                e.to_string().starts_with(&format!("{}: ", path.display())),
+                "{e}"
+            );
+            assert!(std::error::Error::source(&e).is_some());
+        }
     }
 
     #[test]
     fn an_empty_or_bad_file_is_the_parse_error() {
-        let path = temp("empty.gguf", b"");
-        let e = GgufFile::open(&path).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "header: the magic (4 bytes at offset 0) runs past the end of the 0-byte file"
-        );
-        std::fs::remove_file(&path).unwrap();
-        let path = temp("v1.gguf", &GgufWriter::new(1).to_bytes());
-        assert!(matches!(
-            GgufFile::open(&path),
-            Err(GgufError::UnsupportedVersion { version: 1 })
-        ));
-        std::fs::remove_file(&path).unwrap();
+        let empty = temp("empty.gguf", b"");
+        let v1 = temp("v1.gguf", &GgufWriter::new(1).to_bytes());
+        for open in OPENERS {
+            let e = open(&empty).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "header: the magic (4 bytes at offset 0) runs past the end of the 0-byte file"
+            );
+            assert!(matches!(
+                open(&v1),
+                Err(GgufError::UnsupportedVersion { version: 1 })
+            ));
+        }
+        std::fs::remove_file(&empty).unwrap();
+        std::fs::remove_file(&v1).unwrap();
     }
 }
 
