@@ -5,20 +5,14 @@
 //! repository root. Without it these tests FAIL, saying to run `scripts/fetch_model.sh`; they
 //! never pass silently. To leave them out on purpose: `cargo test -- --skip gguf_model`.
 
-use std::path::PathBuf;
+#[path = "common/model_file.rs"]
+mod model_file;
+
+use model_file::model_path;
 use std::sync::OnceLock;
 
 use skainet_schedule::gguf::{GgufFile, Value};
 use skainet_schedule::quant::GgmlType;
-
-fn model_path() -> PathBuf {
-    match std::env::var_os("SKAINET_MODEL") {
-        Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("models")
-            .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
-    }
-}
 
 /// The model, mapped once for every test of this binary.
 fn model() -> &'static GgufFile {

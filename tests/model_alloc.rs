@@ -5,8 +5,11 @@
 //! One test in its own binary, so no other test's allocations run beside it. It needs the
 //! real model, as `tests/model_llama.rs` does (`scripts/fetch_model.sh`, or `$SKAINET_MODEL`).
 
+#[path = "common/model_file.rs"]
+mod model_file;
+
+use model_file::model_path;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use skainet_schedule::gguf::GgufFile;
@@ -47,15 +50,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn model_path() -> PathBuf {
-    match std::env::var_os("SKAINET_MODEL") {
-        Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("models")
-            .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
-    }
-}
 
 /// Allocations made by 16 greedy steps after `warm` warming ones, after a prompt, and by one
 /// more token through `forward` (which returns a new tensor: the counter does count).

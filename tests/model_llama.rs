@@ -11,7 +11,10 @@
 #[path = "common/gguf.rs"]
 mod writer;
 
-use std::path::PathBuf;
+#[path = "common/model_file.rs"]
+mod model_file;
+
+use model_file::model_path;
 use std::sync::OnceLock;
 
 use skainet_schedule::gguf::{Gguf, GgufFile};
@@ -463,15 +466,6 @@ fn more_positions_than_the_cache_holds_is_an_error() {
 }
 
 // ---- the real model ----
-
-fn model_path() -> PathBuf {
-    match std::env::var_os("SKAINET_MODEL") {
-        Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("models")
-            .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
-    }
-}
 
 fn real() -> &'static GgufFile {
     static MODEL: OnceLock<GgufFile> = OnceLock::new();

@@ -14,6 +14,9 @@ mod gguf_writer;
 #[path = "common/json.rs"]
 mod json;
 
+#[path = "common/model_file.rs"]
+mod model_file;
+
 use skainet_schedule::gguf::Gguf;
 use skainet_schedule::model::{TokenKind, Tokenizer, TokenizerError, TokenizerParts};
 
@@ -708,7 +711,6 @@ mod from_gguf {
 }
 
 mod smollm2 {
-    use std::path::PathBuf;
     use std::sync::OnceLock;
 
     use skainet_schedule::gguf::GgufFile;
@@ -716,14 +718,7 @@ mod smollm2 {
     use super::json::Json;
     use super::*;
 
-    fn model_path() -> PathBuf {
-        match std::env::var_os("SKAINET_MODEL") {
-            Some(path) => PathBuf::from(path),
-            None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("models")
-                .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
-        }
-    }
+    use super::model_file::model_path;
 
     /// SmolLM2's tokenizer, read once from the model file for every test of this binary.
     fn tokenizer() -> &'static Tokenizer {
