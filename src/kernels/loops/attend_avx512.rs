@@ -2,8 +2,9 @@
 //! accumulators of 16 lanes, the step of both the score phase (queries against a transposed
 //! key tile) and the weighted sum (weights against value rows).
 //!
-//! Written as inline assembly: the AVX-512 intrinsics and `target_feature(enable = "avx512f")`
-//! are newer than the crate's minimum Rust version, while `asm!` is not. Each element is the
+//! Written as inline assembly when the AVX-512 intrinsics and `target_feature(enable =
+//! "avx512f")` were newer than the crate's minimum Rust version; the native mode's `exp` is
+//! `core::arch` intrinsics now, the rest is to follow. Each element is the
 //! chain of the 8-lane kernels (`scores_block`, `weigh_rows` in `lanes.rs`): its steps in
 //! increasing `k`, each `vmulps` then `vaddps` (two roundings) or one `vfmadd231ps`, so the
 //! bits are those of every other backend in the same mode; only 64 columns run at once.
@@ -371,101 +372,84 @@ static EXP_FUSED_CONSTANTS: [u32; 12] = [
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[inline(always)]
 fn exp_shifted_fused(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
+    // SAFETY: the token exists only where AVX-512F was detected.
+    unsafe { exp_shifted_fused_avx512(xs, top, lanes) }
+}
+
+/// [`exp_shifted_fused`]'s loop. Per chunk: `x = xs - top`; `xc = clamp(x)` (NaN kept: the
+/// clamps return their second operand when it is NaN); `t = xc·log2 e + magic` (fused, so
+/// rounded once to an integer `n`), `nf = t - magic`; `r = xc - nf·ln2_hi - nf·ln2_lo`
+/// (fused); `p = ((((c5·r + c4)·r + c3)·r + c2)·r + c1)·r + 1`; `y = p · 2^nf` (`vscalefps`:
+/// one rounding, to +0.0 below 2^-150 and +inf above the range).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_shifted_fused_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
+    use core::arch::x86_64::*;
     let len = xs.len();
-    let chunks = len / 16;
-    // The lanes of the last, partial chunk (`len % 16 < 16`, so the shift cannot overflow).
-    let tail = (1u32 << (len % 16)) - 1;
-    // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
-    // writes `xs[..16·chunks]` and, under mask `tail` (masked-out lanes neither read nor
-    // written, nor faulting), `xs[16·chunks..len]`: inside the slice. It reads the 12
-    // constants and reads and writes the 8 values of `lanes`; it touches no other memory and
-    // no stack, and every vector and mask register it uses is call-clobbered (`clobber_abi`).
+    let mut c = [_mm512_setzero_ps(); 12];
+    for (c, &bits) in c.iter_mut().zip(&EXP_FUSED_CONSTANTS) {
+        *c = _mm512_set1_ps(f32::from_bits(bits));
+    }
+    let top = _mm512_set1_ps(top);
+    let mut sum = _mm512_setzero_ps();
+    let mut chunks = xs.chunks_exact_mut(16);
+    for chunk in &mut chunks {
+        // SAFETY: 16 values of the slice.
+        let y = exp16(unsafe { _mm512_loadu_ps(chunk.as_ptr()) }, top, &c);
+        // SAFETY: as above.
+        unsafe { _mm512_storeu_ps(chunk.as_mut_ptr(), y) };
+        sum = _mm512_add_ps(sum, y);
+    }
+    let rest = chunks.into_remainder();
+    // The lanes of the last, partial chunk (`< 16` of them, so the shift cannot overflow).
+    let tail: __mmask16 = (1u16 << rest.len()).wrapping_sub(1);
+    if tail != 0 {
+        // SAFETY: lanes outside `tail` are neither read nor written (nor fault); the others
+        // are the `rest.len()` values of the slice.
+        let y = exp16(
+            unsafe { _mm512_maskz_loadu_ps(tail, rest.as_ptr()) },
+            top,
+            &c,
+        );
+        // SAFETY: as above.
+        unsafe { _mm512_mask_storeu_ps(rest.as_mut_ptr(), tail, y) };
+        sum = _mm512_mask_add_ps(sum, tail, sum, y);
+    }
+    // lanes[l] += sum[l] + sum[l + 8].
+    let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(sum)));
+    let sum = _mm256_add_ps(_mm512_castps512_ps256(sum), high);
+    // SAFETY: `lanes` is 8 values.
     unsafe {
-        core::arch::asm!(
-            // Per chunk: x = xs - top; xc = clamp(x) (NaN kept: the clamps return their
-            // second operand when it is NaN); t = xc·log2 e + magic (fused, so rounded once
-            // to an integer n), nf = t - magic; r = xc - nf·ln2_hi - nf·ln2_lo (fused);
-            // p = ((((c5·r + c4)·r + c3)·r + c2)·r + c1)·r + 1; y = p · 2^nf (vscalefps:
-            // one rounding, to +0.0 below 2^-150 and +inf above the range).
-            "vbroadcastss zmm16, {top:x}",
-            "vbroadcastss zmm17, dword ptr [{c}]",
-            "vbroadcastss zmm18, dword ptr [{c} + 4]",
-            "vbroadcastss zmm19, dword ptr [{c} + 8]",
-            "vbroadcastss zmm20, dword ptr [{c} + 12]",
-            "vbroadcastss zmm21, dword ptr [{c} + 16]",
-            "vbroadcastss zmm22, dword ptr [{c} + 20]",
-            "vbroadcastss zmm23, dword ptr [{c} + 24]",
-            "vbroadcastss zmm24, dword ptr [{c} + 28]",
-            "vbroadcastss zmm25, dword ptr [{c} + 32]",
-            "vbroadcastss zmm26, dword ptr [{c} + 36]",
-            "vbroadcastss zmm27, dword ptr [{c} + 40]",
-            "vbroadcastss zmm28, dword ptr [{c} + 44]",
-            "vpxord zmm29, zmm29, zmm29",
-            "test rcx, rcx",
-            "jz 3f",
-            "2:",
-            "vmovups zmm0, [rsi]",
-            "vsubps zmm0, zmm0, zmm16",
-            "vmaxps zmm0, zmm17, zmm0",
-            "vminps zmm0, zmm18, zmm0",
-            "vmovaps zmm1, zmm20",
-            "vfmadd231ps zmm1, zmm0, zmm19",
-            "vsubps zmm1, zmm1, zmm20",
-            "vfmadd231ps zmm0, zmm1, zmm21",
-            "vfmadd231ps zmm0, zmm1, zmm22",
-            "vmovaps zmm2, zmm24",
-            "vfmadd231ps zmm2, zmm0, zmm23",
-            "vfmadd213ps zmm2, zmm0, zmm25",
-            "vfmadd213ps zmm2, zmm0, zmm26",
-            "vfmadd213ps zmm2, zmm0, zmm27",
-            "vfmadd213ps zmm2, zmm0, zmm28",
-            "vscalefps zmm2, zmm2, zmm1",
-            "vmovups [rsi], zmm2",
-            "vaddps zmm29, zmm29, zmm2",
-            "add rsi, 64",
-            "dec rcx",
-            "jnz 2b",
-            "3:",
-            "kmovw k1, {tail:e}",
-            "kortestw k1, k1",
-            "jz 4f",
-            "vmovups zmm0 {{k1}}{{z}}, [rsi]",
-            "vsubps zmm0, zmm0, zmm16",
-            "vmaxps zmm0, zmm17, zmm0",
-            "vminps zmm0, zmm18, zmm0",
-            "vmovaps zmm1, zmm20",
-            "vfmadd231ps zmm1, zmm0, zmm19",
-            "vsubps zmm1, zmm1, zmm20",
-            "vfmadd231ps zmm0, zmm1, zmm21",
-            "vfmadd231ps zmm0, zmm1, zmm22",
-            "vmovaps zmm2, zmm24",
-            "vfmadd231ps zmm2, zmm0, zmm23",
-            "vfmadd213ps zmm2, zmm0, zmm25",
-            "vfmadd213ps zmm2, zmm0, zmm26",
-            "vfmadd213ps zmm2, zmm0, zmm27",
-            "vfmadd213ps zmm2, zmm0, zmm28",
-            "vscalefps zmm2, zmm2, zmm1",
-            "vmovups [rsi] {{k1}}, zmm2",
-            "vaddps zmm29 {{k1}}, zmm29, zmm2",
-            "4:",
-            // lanes[l] += sum[l] + sum[l + 8].
-            "vextractf64x4 ymm1, zmm29, 1",
-            "vaddps ymm29, ymm29, ymm1",
-            "vmovups ymm1, [{acc}]",
-            "vaddps ymm1, ymm1, ymm29",
-            "vmovups [{acc}], ymm1",
-            "vzeroupper",
-            top = in(xmm_reg) top,
-            acc = in(reg) lanes.as_mut_ptr(),
-            tail = in(reg) tail,
-            inout("rsi") xs.as_mut_ptr() => _,
-            inout("rcx") chunks => _,
-            c = in(reg) EXP_FUSED_CONSTANTS.as_ptr(),
-            clobber_abi("C"),
-            options(nostack),
-        )
+        let acc = _mm256_add_ps(_mm256_loadu_ps(lanes.as_ptr()), sum);
+        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
     }
     len
+}
+
+/// One chunk of [`exp_shifted_fused_avx512`]: `e^(x - top)` in 16 lanes, with the constants
+/// `c` ([`EXP_FUSED_CONSTANTS`], broadcast).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn exp16(
+    x: core::arch::x86_64::__m512,
+    top: core::arch::x86_64::__m512,
+    c: &[core::arch::x86_64::__m512; 12],
+) -> core::arch::x86_64::__m512 {
+    use core::arch::x86_64::*;
+    let x = _mm512_min_ps(c[1], _mm512_max_ps(c[0], _mm512_sub_ps(x, top)));
+    let nf = _mm512_sub_ps(_mm512_fmadd_ps(x, c[2], c[3]), c[3]);
+    let r = _mm512_fmadd_ps(nf, c[5], _mm512_fmadd_ps(nf, c[4], x));
+    let mut p = _mm512_fmadd_ps(r, c[6], c[7]);
+    p = _mm512_fmadd_ps(p, r, c[8]);
+    p = _mm512_fmadd_ps(p, r, c[9]);
+    p = _mm512_fmadd_ps(p, r, c[10]);
+    p = _mm512_fmadd_ps(p, r, c[11]);
+    _mm512_scalef_ps(p, nf)
 }
 
 /// The largest relative error of the native mode's `exp` ([`exp_fused_reference`]) against
@@ -2729,7 +2713,11 @@ mod tests {
                 let mut got = c0.clone();
                 let (b, c) = (&b[8..], &mut got);
                 assert!(wide.block_4x64_ahead(&a, 1, a_row, b, b_step, depth, c, c_row, ahead));
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let bits = |v: &[f32]| {
+                    v.iter()
+                        .map(|x| if x.is_nan() { 1 } else { x.to_bits() })
+                        .collect::<Vec<_>>()
+                };
                 assert_eq!(bits(&got), bits(&want), "{step:?}, {} ahead", ahead.len());
             }
         }
