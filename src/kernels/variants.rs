@@ -329,17 +329,20 @@ mod x86 {
 
         fn qexact_avx2(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
             match Avx2::detect() {
-                // SAFETY: the token exists, so the CPU supports AVX2.
-                Some(_) => unsafe { qdot_x86::exact_avx2(r, cols, out) },
-                None => exact_portable(r, cols, out),
+                // SAFETY: the token exists, so the CPU supports AVX2, and F16C was detected.
+                Some(_) if qdot_x86::supported() => unsafe { qdot_x86::exact_avx2(r, cols, out) },
+                _ => exact_portable(r, cols, out),
             }
         }
 
         fn qexact_avx2_native(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
             match Avx2Fma::detect() {
-                // SAFETY: the token exists, so the CPU supports AVX2 and FMA.
-                Some(_) => unsafe { qdot_x86::exact_avx2_fma(r, cols, out) },
-                None => exact_native(r, cols, out),
+                // SAFETY: the token exists, so the CPU supports AVX2 and FMA; F16C was
+                // detected.
+                Some(_) if qdot_x86::supported() => unsafe {
+                    qdot_x86::exact_avx2_fma(r, cols, out)
+                },
+                _ => exact_native(r, cols, out),
             }
         }
 
@@ -363,16 +366,22 @@ mod x86 {
 
         fn qexact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
             match (Avx2::detect(), Avx512::detect(Step::Unfused)) {
-                // SAFETY: both tokens exist, so the CPU supports AVX2 and AVX-512F.
-                (Some(_), Some(_)) => unsafe { qdot_x86::exact_avx512(r, cols, out) },
+                // SAFETY: both tokens exist, so the CPU supports AVX2 and AVX-512F; F16C was
+                // detected.
+                (Some(_), Some(_)) if qdot_x86::supported() => unsafe {
+                    qdot_x86::exact_avx512(r, cols, out)
+                },
                 _ => qexact_avx2(r, cols, out),
             }
         }
 
         fn qexact_avx512_native(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
             match (Avx2Fma::detect(), Avx512::detect(Step::Fused)) {
-                // SAFETY: both tokens exist, so the CPU supports AVX2, FMA and AVX-512F.
-                (Some(_), Some(_)) => unsafe { qdot_x86::exact_avx512_fma(r, cols, out) },
+                // SAFETY: both tokens exist, so the CPU supports AVX2, FMA and AVX-512F; F16C
+                // was detected.
+                (Some(_), Some(_)) if qdot_x86::supported() => unsafe {
+                    qdot_x86::exact_avx512_fma(r, cols, out)
+                },
                 _ => qexact_avx2_native(r, cols, out),
             }
         }

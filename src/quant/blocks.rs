@@ -362,7 +362,13 @@ impl BlockQ5_1 {
 /// The scales and minima of a K-quant block as f32: `d·sc[s]` and `dmin·m[s]`.
 #[inline(always)]
 pub(crate) fn k_scales(d: u16, dmin: u16, scales: &[u8; 12]) -> ([f32; 8], [f32; 8]) {
-    let (d, dmin) = (f16_to_f32(d), f16_to_f32(dmin));
+    k_scales_widened(f16_to_f32(d), f16_to_f32(dmin), scales)
+}
+
+/// [`k_scales`] with `d` and `dmin` already widened (by a vector loop's own conversion, which
+/// gives [`f16_to_f32`]'s bits).
+#[inline(always)]
+pub(crate) fn k_scales_widened(d: f32, dmin: f32, scales: &[u8; 12]) -> ([f32; 8], [f32; 8]) {
     let mut ds = [0.0; 8];
     let mut ms = [0.0; 8];
     for s in 0..8 {

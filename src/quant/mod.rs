@@ -51,7 +51,7 @@ mod half;
 mod q8;
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-pub(crate) use blocks::k_scales;
+pub(crate) use blocks::k_scales_widened;
 pub use blocks::{
     scale_min_k4, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
     BlockQ8_0,

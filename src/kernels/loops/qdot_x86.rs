@@ -2,11 +2,13 @@
 //! a block at a time straight into registers (never to memory), then multiplied into the
 //! activations in the portable order of `qdot.rs`.
 //!
-//! The order of every output is [`exact_dots`](super::qdot::exact_dots)' (value `p` to vector `(p / 8) % 4`, lane
-//! `p % 8`; the vectors joined `(v0 + v1) + (v2 + v3)` and folded in the lane contract's tree),
-//! and each decoded value is the block's own `decode` — the same integer, converted, then the
-//! same one or two roundings with the same scales (f16 scales widened by [`f16_to_f32`]). So
-//! the portable mode returns the portable bits; only where the loop runs changes:
+//! The order of every output is [`exact_dots`](super::qdot::exact_dots)' (value `p` to vector
+//! `(p / 8) % 4`, lane `p % 8`; the vectors joined `(v0 + v1) + (v2 + v3)` and folded in the lane
+//! contract's tree), and each decoded value is the block's own `decode` — the same integer,
+//! converted, then the same one or two roundings with the same scales (f16 scales widened by
+//! `vcvtph2ps`, which gives [`f16_to_f32`](crate::quant::f16_to_f32)'s bits, hence F16C beside
+//! every backend here). So the portable mode returns the portable bits; only where the loop runs
+//! changes:
 //!
 //! * [`Wide16`] on AVX2: sixteen values as two 8-lane registers;
 //! * [`Wide16`] on AVX-512F: sixteen values as one 16-lane register, which holds vectors
@@ -22,8 +24,8 @@ use core::ops::Range;
 use super::qdot::QRows;
 use super::simd::{Avx2, Avx2Fma, Native, Unfused, LANES};
 use crate::quant::{
-    f16_to_f32, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
-    BlockQ8_0, GgmlType,
+    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    GgmlType,
 };
 
 /// Sixteen i32 or f32 lanes on one backend: what a decoder produces per half of a group of
@@ -366,8 +368,12 @@ pub(crate) trait WideBlock {
     const BYTES: usize;
     /// What a block's decode needs once (its scales, widened).
     type Scales: Copy;
-    /// The scales of block `b` (`b.len() == BYTES`).
-    fn scales(b: &[u8]) -> Self::Scales;
+    /// The scales of block `b` (`b.len() == BYTES`), widened by `vcvtph2ps`.
+    ///
+    /// # Safety
+    ///
+    /// Only inside a function compiled with F16C, on a CPU that has it.
+    unsafe fn scales(b: &[u8]) -> Self::Scales;
     /// Values `32·c .. 32·c + 32` of block `b`, as two halves of sixteen.
     unsafe fn group<W: Wide16>(b: &[u8], s: &Self::Scales, c: usize) -> (W::F, W::F);
 }
@@ -377,9 +383,26 @@ fn at<const N: usize>(b: &[u8], from: usize) -> &[u8; N] {
     b[from..from + N].try_into().unwrap_or(&[0; N])
 }
 
+/// The half at `b[from..from + 2]` widened by `vcvtph2ps`: exact for every pattern and a NaN
+/// quieted, so the bits of [`f16_to_f32`](crate::quant::f16_to_f32) in one instruction instead of its integer steps
+/// (which were more of the loop's work than the block's own decode). The caller runs with
+/// F16C.
 #[inline(always)]
-fn half_at(b: &[u8], from: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([b[from], b[from + 1]]))
+unsafe fn half_at(b: &[u8], from: usize) -> f32 {
+    let bits = u16::from_le_bytes(*at(b, from));
+    // SAFETY: register-only; the caller runs with F16C.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))) }
+}
+
+/// The two halves at `b[from..from + 4]`, widened together as [`half_at`] widens one.
+#[inline(always)]
+unsafe fn halves_at(b: &[u8], from: usize) -> (f32, f32) {
+    let bits = u32::from_le_bytes(*at(b, from));
+    // SAFETY: register-only; the caller runs with F16C.
+    unsafe {
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32));
+        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+    }
 }
 
 /// `Q8_0`: `q · d`.
@@ -404,8 +427,9 @@ impl WideBlock for Q8_0 {
     const BYTES: usize = BlockQ8_0::BYTES;
     type Scales = f32;
     #[inline(always)]
-    fn scales(b: &[u8]) -> f32 {
-        half_at(b, 0)
+    unsafe fn scales(b: &[u8]) -> f32 {
+        // SAFETY: the caller runs with F16C.
+        unsafe { half_at(b, 0) }
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, _: usize) -> (W::F, W::F) {
@@ -423,8 +447,9 @@ impl WideBlock for Q4_0 {
     const BYTES: usize = BlockQ4_0::BYTES;
     type Scales = f32;
     #[inline(always)]
-    fn scales(b: &[u8]) -> f32 {
-        half_at(b, 0)
+    unsafe fn scales(b: &[u8]) -> f32 {
+        // SAFETY: the caller runs with F16C.
+        unsafe { half_at(b, 0) }
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, _: usize) -> (W::F, W::F) {
@@ -443,8 +468,9 @@ impl WideBlock for Q4_1 {
     const BYTES: usize = BlockQ4_1::BYTES;
     type Scales = (f32, f32);
     #[inline(always)]
-    fn scales(b: &[u8]) -> (f32, f32) {
-        (half_at(b, 0), half_at(b, 2))
+    unsafe fn scales(b: &[u8]) -> (f32, f32) {
+        // SAFETY: the caller runs with F16C.
+        unsafe { halves_at(b, 0) }
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], &(d, m): &(f32, f32), _: usize) -> (W::F, W::F) {
@@ -477,8 +503,9 @@ impl WideBlock for Q5_0 {
     const BYTES: usize = BlockQ5_0::BYTES;
     type Scales = (f32, u32);
     #[inline(always)]
-    fn scales(b: &[u8]) -> (f32, u32) {
-        (half_at(b, 0), u32::from_le_bytes(*at(b, 2)))
+    unsafe fn scales(b: &[u8]) -> (f32, u32) {
+        // SAFETY: the caller runs with F16C.
+        (unsafe { half_at(b, 0) }, u32::from_le_bytes(*at(b, 2)))
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], &(d, qh): &(f32, u32), _: usize) -> (W::F, W::F) {
@@ -498,8 +525,10 @@ impl WideBlock for Q5_1 {
     const BYTES: usize = BlockQ5_1::BYTES;
     type Scales = (f32, f32, u32);
     #[inline(always)]
-    fn scales(b: &[u8]) -> (f32, f32, u32) {
-        (half_at(b, 0), half_at(b, 2), u32::from_le_bytes(*at(b, 4)))
+    unsafe fn scales(b: &[u8]) -> (f32, f32, u32) {
+        // SAFETY: the caller runs with F16C.
+        let (d, m) = unsafe { halves_at(b, 0) };
+        (d, m, u32::from_le_bytes(*at(b, 4)))
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], &(d, m, qh): &(f32, f32, u32), _: usize) -> (W::F, W::F) {
@@ -515,10 +544,12 @@ impl WideBlock for Q5_1 {
 }
 
 /// A `Q4_K`/`Q5_K` block's eight sub-block scales and minima, as its `decode` widens them.
+/// The caller runs with F16C.
 #[inline(always)]
-fn k_scales(b: &[u8]) -> ([f32; 8], [f32; 8]) {
-    let half = |from| u16::from_le_bytes(*at::<2>(b, from));
-    crate::quant::k_scales(half(0), half(2), at::<12>(b, 4))
+unsafe fn k_scales(b: &[u8]) -> ([f32; 8], [f32; 8]) {
+    // SAFETY: the caller runs with F16C.
+    let (d, dmin) = unsafe { halves_at(b, 0) };
+    crate::quant::k_scales_widened(d, dmin, at::<12>(b, 4))
 }
 
 /// Group `c` of a K-quant block's 4-bit quants in `qs` (128 bytes): bytes `32·(c/2)..` of it,
@@ -541,8 +572,9 @@ impl WideBlock for Q4K {
     const BYTES: usize = BlockQ4_K::BYTES;
     type Scales = ([f32; 8], [f32; 8]);
     #[inline(always)]
-    fn scales(b: &[u8]) -> Self::Scales {
-        k_scales(b)
+    unsafe fn scales(b: &[u8]) -> Self::Scales {
+        // SAFETY: the caller runs with F16C.
+        unsafe { k_scales(b) }
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], (ds, ms): &Self::Scales, c: usize) -> (W::F, W::F) {
@@ -563,8 +595,9 @@ impl WideBlock for Q5K {
     const BYTES: usize = BlockQ5_K::BYTES;
     type Scales = ([f32; 8], [f32; 8]);
     #[inline(always)]
-    fn scales(b: &[u8]) -> Self::Scales {
-        k_scales(b)
+    unsafe fn scales(b: &[u8]) -> Self::Scales {
+        // SAFETY: the caller runs with F16C.
+        unsafe { k_scales(b) }
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], (ds, ms): &Self::Scales, c: usize) -> (W::F, W::F) {
@@ -588,8 +621,9 @@ impl WideBlock for Q6K {
     const BYTES: usize = BlockQ6_K::BYTES;
     type Scales = f32;
     #[inline(always)]
-    fn scales(b: &[u8]) -> f32 {
-        half_at(b, 208)
+    unsafe fn scales(b: &[u8]) -> f32 {
+        // SAFETY: the caller runs with F16C.
+        unsafe { half_at(b, 208) }
     }
     #[inline(always)]
     unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, c: usize) -> (W::F, W::F) {
@@ -639,8 +673,8 @@ unsafe fn dots<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
         Ok(xs) => xs,
         Err(_) => return,
     };
-    // SAFETY (the block): the caller runs with `W`'s features; every load is of a checked
-    // array reference.
+    // SAFETY (the block): the caller runs with `W`'s features and F16C; every load is of a
+    // checked array reference.
     unsafe {
         let mut acc = [[W::zero(); 2]; G];
         for (b, block) in w.chunks_exact(B::BYTES).enumerate() {
@@ -727,12 +761,18 @@ unsafe fn by_type<W: Wide16, const G: usize, const FUSED: bool>(
     }
 }
 
+/// Whether this CPU has F16C, which every exact-mode loop here widens its scales with
+/// (every AVX2 CPU made has it; the variants check it all the same).
+pub(crate) fn supported() -> bool {
+    std::is_x86_feature_detected!("f16c")
+}
+
 /// Exact mode's columns on AVX2, two rows at a time, unfused (the portable bits).
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
+/// The CPU must support AVX2 and F16C ([`supported`]).
+#[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn exact_avx2(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY: AVX2 is enabled here and the caller checked the CPU has it.
     unsafe { by_type::<Avx2x2, 2, false>(r, cols, out) }
@@ -742,8 +782,8 @@ pub(crate) unsafe fn exact_avx2(r: &QRows<'_>, cols: Range<usize>, out: &mut [f3
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn exact_avx2_fma(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY: AVX2 and FMA are enabled here and the caller checked the CPU has them.
     unsafe { by_type::<Avx2x2, 2, true>(r, cols, out) }
@@ -753,8 +793,8 @@ pub(crate) unsafe fn exact_avx2_fma(r: &QRows<'_>, cols: Range<usize>, out: &mut
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2 and AVX-512F.
-#[target_feature(enable = "avx2,avx512f")]
+/// The CPU must support AVX2, F16C and AVX-512F.
+#[target_feature(enable = "avx2,f16c,avx512f")]
 pub(crate) unsafe fn exact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY: the features are enabled here and the caller checked the CPU has them.
     unsafe { by_type::<Avx512x1, 4, false>(r, cols, out) }
@@ -764,8 +804,8 @@ pub(crate) unsafe fn exact_avx512(r: &QRows<'_>, cols: Range<usize>, out: &mut [
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2, FMA and AVX-512F.
-#[target_feature(enable = "avx2,fma,avx512f")]
+/// The CPU must support AVX2, FMA, F16C and AVX-512F.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
 pub(crate) unsafe fn exact_avx512_fma(r: &QRows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY: the features are enabled here and the caller checked the CPU has them.
     unsafe { by_type::<Avx512x1, 4, true>(r, cols, out) }
