@@ -545,8 +545,9 @@ fn run(args: Args) -> Result<(), String> {
             })
             .collect();
         println!(
-            "{{\"model\":{},\"prompt_tokens\":{},\"runs\":[{}]}}",
+            "{{\"model\":{},\"weight_bytes_per_token\":{},\"prompt_tokens\":{},\"runs\":[{}]}}",
             json_str(&path.display().to_string()),
+            model.weight_bytes_per_token(),
             ids_json(&prompt),
             items.join(",")
         );

@@ -527,18 +527,25 @@ class Page:
             self.w("CPU time of the process as a share of one core:", "", "```text",
                    *idle.read_text().rstrip().splitlines(), "```", "")
 
-    def model_runs(self, label, schedule, mode):
-        """Medians of our prefill and decode tokens per second, or None."""
-        p = self.results / f"model_{label}_{schedule}_{mode}.json"
+    def model_json(self, label, schedule, mode, set_="model"):
+        """generate's JSON for one file, schedule and mode, or None."""
+        p = self.results / f"{set_}_{label}_{schedule}_{mode}.json"
         if not p.exists() or p.stat().st_size == 0:
             return None
-        runs = json.loads(p.read_text().strip().splitlines()[-1])["runs"]
+        return json.loads(p.read_text().strip().splitlines()[-1])
+
+    def model_runs(self, label, schedule, mode, set_="model"):
+        """Medians of our prefill and decode tokens per second, or None."""
+        d = self.model_json(label, schedule, mode, set_)
+        if not d:
+            return None
+        runs = d["runs"]
         return (statistics.median(r["prefill_tokens_per_s"] for r in runs),
                 statistics.median(r["decode_tokens_per_s"] for r in runs), len(runs))
 
-    def llama_cpp(self, label, threads):
+    def llama_cpp(self, label, threads, set_="model"):
         """llama-bench's (pp tokens/s, tg tokens/s), or None."""
-        d = self.peer(f"model_{label}_llama_{threads}.json")
+        d = self.peer(f"{set_}_{label}_llama_{threads}.json")
         if not d:
             return None
         pp = next((t["avg_ts"] for t in d if t["n_prompt"] > 0 and t["n_gen"] == 0), None)
@@ -565,22 +572,7 @@ class Page:
                "Tokens per second: prefill of the prompt (pp), then decode (tg); in "
                "brackets ours over llama.cpp's. Ours are medians over the runs; llama-bench's are "
                "its means.", "")
-        rows = []
-        for label in meta["files"]:
-            for threads, schedule in ((1, "sequential"), (2, "hardware")):
-                q8 = self.model_runs(label, schedule, "q8")
-                ex = self.model_runs(label, schedule, "exact")
-                if not q8 and not ex:
-                    continue
-                ll = self.llama_cpp(label, threads) or (None, None)
-                cell = lambda ours, peer: (f"{ours:.1f}" + (f" ({ours / peer:.2f}×)" if peer else "")
-                                           if ours else "–")
-                rows.append([label, threads, f"{ll[0]:.1f}" if ll[0] else "–",
-                             cell(q8 and q8[0], ll[0]), cell(ex and ex[0], ll[0]),
-                             f"{ll[1]:.1f}" if ll[1] else "–",
-                             cell(q8 and q8[1], ll[1]), cell(ex and ex[1], ll[1])])
-        self.table(["file", "threads", "llama.cpp pp", "q8 pp", "exact pp", "llama.cpp tg",
-                    "q8 tg", "exact tg"], rows)
+        self.model_table(meta, "model")
         rows = []
         for fid, (ns, tp) in sorted(self.c.items()):
             if fid.startswith("quant_q8_variant/"):
@@ -593,6 +585,62 @@ class Page:
                    "bytes per second in GiB/s.", "")
             self.table(["rows × inputs × outputs", "format", "variant", "ms", "GiB/s"], rows)
 
+    def model_table(self, meta, set_):
+        """Ours against llama-bench on each file of a set, tokens per second."""
+        rows = []
+        for label in meta["files"]:
+            for threads, schedule in ((1, "sequential"), (2, "hardware")):
+                q8 = self.model_runs(label, schedule, "q8", set_)
+                ex = self.model_runs(label, schedule, "exact", set_)
+                if not q8 and not ex:
+                    continue
+                ll = self.llama_cpp(label, threads, set_) or (None, None)
+                cell = lambda ours, peer: (f"{ours:.1f}" + (f" ({ours / peer:.2f}×)" if peer else "")
+                                           if ours else "–")
+                rows.append([label, threads, f"{ll[0]:.1f}" if ll[0] else "–",
+                             cell(q8 and q8[0], ll[0]), cell(ex and ex[0], ll[0]),
+                             f"{ll[1]:.1f}" if ll[1] else "–",
+                             cell(q8 and q8[1], ll[1]), cell(ex and ex[1], ll[1])])
+        self.table(["file", "threads", "llama.cpp pp", "q8 pp", "exact pp", "llama.cpp tg",
+                    "q8 tg", "exact tg"], rows)
+
+    def scale_model(self):
+        meta = self.results / "scale.json"
+        if not meta.exists():
+            return
+        meta = json.loads(meta.read_text())
+        self.heading("At the proposal's scale: Llama-3.2-1B's shape against llama.cpp",
+                     f"scripts/scale_model.py; generate --huge-pages --bench --prompt-len {meta['prompt']} "
+                     f"--new-tokens {meta['new']} --repeat {meta['repeat']} --json; llama-bench -p "
+                     f"{meta['prompt']} -n {meta['new']} -r {meta['repeat']} -o json")
+        self.w("16 blocks, width 2048, 32 query heads over 8 K/V heads of 64, FFN 8192, vocabulary "
+               "128256, tied head, random weights (`scripts/scale_model.py`): Q4_1 and Q8_0 "
+               "projections with a Q8_0 embedding and head, and llama.cpp's Q4_K_M "
+               "requantization of the Q8_0 file. Columns as in the section above.", "")
+        self.model_table(meta, "scale")
+        read = self.peak_rate("peak/read_bandwidth_one_core", "sum_256MiB_huge")
+        rows = []
+        for label in meta["files"]:
+            d = self.model_json(label, "sequential", "q8", "scale")
+            if not d or "weight_bytes_per_token" not in d:
+                continue
+            gib = d["weight_bytes_per_token"] / 2**30
+            for mode in ("q8", "exact"):
+                r = self.model_runs(label, "sequential", mode, "scale")
+                ll = self.llama_cpp(label, 1, "scale") or (None, None)
+                if not r:
+                    continue
+                share = lambda tg: f"{100 * tg * gib / read:.0f} %" if read and tg else "–"
+                rows.append([label, mode, f"{d['weight_bytes_per_token'] / 1e6:.0f}",
+                             f"{r[1] * gib:.1f}", share(r[1]), share(ll[1])])
+        if rows:
+            self.w("Decode against the read limit, `Sequential`: the weights a token reads, the rate "
+                   "a decode reads them at, and its share of one core's 256 MiB read in huge pages "
+                   f"in this run ({read:.1f} GiB/s); llama.cpp's one-thread decode beside it." if read else
+                   "Decode against the read limit, `Sequential` (no read bandwidth measured in this run).", "")
+            self.table(["file", "mode", "MB a token", "GiB/s read", "share of the read limit",
+                        "llama.cpp's share"], rows)
+
     def render(self):
         self.intro()
         self.peaks()
@@ -600,6 +648,7 @@ class Page:
         self.products()
         self.decode()
         self.real_model()
+        self.scale_model()
         self.pool()
         return "\n".join(self.lines).rstrip() + "\n"
 

