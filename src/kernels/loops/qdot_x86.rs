@@ -68,6 +68,14 @@ pub(crate) trait Wide16: Copy {
     unsafe fn step<const FUSED: bool>(acc: Self::F, x: Self::F, w: Self::F) -> Self::F;
     /// The two 8-lane vectors the register holds, added: `v0 + v1`.
     unsafe fn join(a: Self::F) -> __m256;
+    /// What [`look4`](Self::look4) needs of a block (or sub-block) whose 4-bit quants decode to
+    /// `float(q - BIAS)·d`, then `+ m` (`OFF` 1), `- m` (`OFF` -1) or nothing (`OFF` 0).
+    type Tab: Copy;
+    /// The decoding of [`Tab`](Self::Tab) for the scales `d` and `m`.
+    unsafe fn table4<const BIAS: i32, const OFF: i8>(d: f32, m: f32) -> Self::Tab;
+    /// Sixteen 4-bit quants decoded: lane by lane, the value of `q & 15` (the bits above are
+    /// not read), each step rounded alone, as the formats' portable `decode`s compute it.
+    unsafe fn look4<const BIAS: i32, const OFF: i8>(t: Self::Tab, q: Self::I) -> Self::F;
 }
 
 /// The AVX2 backend (sixteen values in two registers).
@@ -239,6 +247,38 @@ impl Wide16 for Avx2x2 {
         // SAFETY: register-only; the caller runs with AVX2.
         unsafe { _mm256_add_ps(a.0, a.1) }
     }
+
+    /// AVX2 decodes each lane (an eight-entry permute cannot hold sixteen values).
+    type Tab = (f32, f32);
+
+    #[inline(always)]
+    unsafe fn table4<const BIAS: i32, const OFF: i8>(d: f32, m: f32) -> Self::Tab {
+        (d, m)
+    }
+
+    #[inline(always)]
+    unsafe fn look4<const BIAS: i32, const OFF: i8>((d, m): Self::Tab, q: Self::I) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX2.
+        unsafe { decode4::<Self, BIAS, OFF>(q, d, m) }
+    }
+}
+
+/// Sixteen 4-bit quants decoded lane by lane: `float((q & 15) - BIAS)·d`, then `± m`.
+#[inline(always)]
+unsafe fn decode4<W: Wide16, const BIAS: i32, const OFF: i8>(q: W::I, d: f32, m: f32) -> W::F {
+    // SAFETY: register-only; the caller runs with `W`'s features.
+    unsafe {
+        let mut q = W::and(q, 0x0f);
+        if BIAS != 0 {
+            q = W::sub(q, BIAS);
+        }
+        let v = W::scale(W::float(q), d);
+        match OFF {
+            1 => W::offset(v, m),
+            -1 => W::minus(v, m),
+            _ => v,
+        }
+    }
 }
 
 impl Wide16 for Avx512x1 {
@@ -358,6 +398,26 @@ impl Wide16 for Avx512x1 {
             )
         }
     }
+
+    /// The sixteen values themselves, lane `q` holding quant `q`'s: decoded once per block
+    /// by the same steps as a lane (`float(q - BIAS)` is exact), then looked up by `vpermps`,
+    /// which reads only an index's low four bits.
+    type Tab = __m512;
+
+    #[inline(always)]
+    unsafe fn table4<const BIAS: i32, const OFF: i8>(d: f32, m: f32) -> Self::Tab {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe {
+            let q = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            decode4::<Self, BIAS, OFF>(q, d, m)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn look4<const BIAS: i32, const OFF: i8>(t: Self::Tab, q: Self::I) -> Self::F {
+        // SAFETY: register-only; the caller runs with AVX-512F.
+        unsafe { _mm512_permutexvar_ps(q, t) }
+    }
 }
 
 /// A weight block format decoded sixteen values at a time, exactly as its portable `decode`.
@@ -455,10 +515,9 @@ impl WideBlock for Q4_0 {
     unsafe fn group<W: Wide16>(b: &[u8], &d: &f32, _: usize) -> (W::F, W::F) {
         // SAFETY: the caller runs with `W`'s features.
         unsafe {
+            let t = W::table4::<8, 0>(d, 0.0);
             let q = W::u8s(at(b, 2));
-            let lo = W::sub(W::and(q, 0x0f), 8);
-            let hi = W::sub(W::shr(q, 4), 8);
-            (W::scale(W::float(lo), d), W::scale(W::float(hi), d))
+            (W::look4::<8, 0>(t, q), W::look4::<8, 0>(t, W::shr(q, 4)))
         }
     }
 }
@@ -476,10 +535,9 @@ impl WideBlock for Q4_1 {
     unsafe fn group<W: Wide16>(b: &[u8], &(d, m): &(f32, f32), _: usize) -> (W::F, W::F) {
         // SAFETY: the caller runs with `W`'s features.
         unsafe {
+            let t = W::table4::<0, 1>(d, m);
             let q = W::u8s(at(b, 4));
-            let lo = W::float(W::and(q, 0x0f));
-            let hi = W::float(W::shr(q, 4));
-            (W::offset(W::scale(lo, d), m), W::offset(W::scale(hi, d), m))
+            (W::look4::<0, 1>(t, q), W::look4::<0, 1>(t, W::shr(q, 4)))
         }
     }
 }
@@ -553,7 +611,8 @@ unsafe fn k_scales(b: &[u8]) -> ([f32; 8], [f32; 8]) {
 }
 
 /// Group `c` of a K-quant block's 4-bit quants in `qs` (128 bytes): bytes `32·(c/2)..` of it,
-/// their low nibbles for even `c`, high for odd.
+/// their low nibbles for even `c`, high for odd, in each lane's bits `0..4` (the bits above
+/// not cleared: [`Wide16::look4`] does not read them).
 #[inline(always)]
 unsafe fn k_nibbles<W: Wide16>(qs: &[u8], c: usize) -> (W::I, W::I) {
     let from = (c / 2) * 32;
@@ -561,8 +620,8 @@ unsafe fn k_nibbles<W: Wide16>(qs: &[u8], c: usize) -> (W::I, W::I) {
     // SAFETY: the caller runs with `W`'s features.
     unsafe {
         (
-            W::and(W::shr(W::u8s(at(qs, from)), shift), 0x0f),
-            W::and(W::shr(W::u8s(at(qs, from + 16)), shift), 0x0f),
+            W::shr(W::u8s(at(qs, from)), shift),
+            W::shr(W::u8s(at(qs, from + 16)), shift),
         )
     }
 }
@@ -581,11 +640,8 @@ impl WideBlock for Q4K {
         // SAFETY: the caller runs with `W`'s features.
         unsafe {
             let (lo, hi) = k_nibbles::<W>(&b[16..], c);
-            let (d, m) = (ds[c], ms[c]);
-            (
-                W::minus(W::scale(W::float(lo), d), m),
-                W::minus(W::scale(W::float(hi), d), m),
-            )
+            let t = W::table4::<0, -1>(ds[c], ms[c]);
+            (W::look4::<0, -1>(t, lo), W::look4::<0, -1>(t, hi))
         }
     }
 }
@@ -604,6 +660,7 @@ impl WideBlock for Q5K {
         // SAFETY: the caller runs with `W`'s features.
         unsafe {
             let (lo, hi) = k_nibbles::<W>(&b[48..], c);
+            let (lo, hi) = (W::and(lo, 0x0f), W::and(hi, 0x0f));
             let c32 = c as u32;
             let fifth = |from| W::shl(W::and(W::shr(W::u8s(at(b, from)), c32), 1), 4);
             let (lo, hi) = (W::or(lo, fifth(16)), W::or(hi, fifth(32)));
@@ -673,18 +730,32 @@ unsafe fn dots<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
         Ok(xs) => xs,
         Err(_) => return,
     };
-    // SAFETY (the block): the caller runs with `W`'s features and F16C; every load is of a
-    // checked array reference.
+    // Each row's groups of 32 values, walked beside the blocks: no index to check per group.
+    let mut groups: [core::slice::Iter<'_, [f32; 32]>; G] =
+        xs.map(|x| x.as_chunks::<32>().0.iter());
+    let whole = w.len() / B::BYTES * (B::LEN / 32);
+    if groups.iter().any(|g| g.len() < whole) {
+        return; // `quant_linear` checked the shapes: never
+    }
+    // SAFETY (the block): the caller runs with `W`'s features and F16C; every load is of an
+    // array reference.
     unsafe {
         let mut acc = [[W::zero(); 2]; G];
-        for (b, block) in w.chunks_exact(B::BYTES).enumerate() {
+        for block in w.chunks_exact(B::BYTES) {
             let scales = B::scales(block);
             for c in 0..B::LEN / 32 {
                 let (lo, hi) = B::group::<W>(block, &scales, c);
-                let from = b * B::LEN + 32 * c;
-                for (a, x) in acc.iter_mut().zip(xs) {
-                    a[0] = W::step::<FUSED>(a[0], W::load(x16(x, from)), lo);
-                    a[1] = W::step::<FUSED>(a[1], W::load(x16(x, from + 16)), hi);
+                for (a, g) in acc.iter_mut().zip(&mut groups) {
+                    // SAFETY: every row has `whole` groups (checked above), one per group of
+                    // a block, and this is the row's group `b·LEN/32 + c < whole`.
+                    let x = g.next().unwrap_unchecked();
+                    let (x0, x1) = x.split_at(16);
+                    let (x0, x1) = (
+                        x0.try_into().unwrap_or(&[0.0; 16]),
+                        x1.try_into().unwrap_or(&[0.0; 16]),
+                    );
+                    a[0] = W::step::<FUSED>(a[0], W::load(x0), lo);
+                    a[1] = W::step::<FUSED>(a[1], W::load(x1), hi);
                 }
             }
         }
@@ -692,11 +763,6 @@ unsafe fn dots<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
             *o = fold(_mm256_add_ps(W::join(a[0]), W::join(a[1])));
         }
     }
-}
-
-#[inline(always)]
-fn x16(x: &[f32], from: usize) -> &[f32; 16] {
-    x[from..from + 16].try_into().unwrap_or(&[0.0; 16])
 }
 
 /// The columns `cols` of `r`'s product (out: column-major, `xs.len()` values a column), for
