@@ -619,3 +619,36 @@ fn iree_runs_a_decoder_layer_over_a_kv_cache_like_the_eager_layer() {
         );
     }
 }
+
+#[test]
+fn iree_runs_an_embedding_by_f32_indices() {
+    let g = one_op(&[("table", &[10, 16]), ("ids", &[3])], |b, v| {
+        b.embedding(v[0], v[1])
+            .id("embed")
+            .schedule(rows())
+            .finish()
+            .unwrap()
+    });
+    let mut inputs = graph_inputs(&g);
+    inputs[1].1 = Tensor::new(vec![3], vec![7.0, 0.0, 9.0]).unwrap();
+    let want = skainet_schedule::embedding(&inputs[0].1, &[7, 0, 9], &Sequential).unwrap();
+    round_trip_against("embedding", g.clone(), inputs.clone(), false, &[want]);
+}
+
+#[test]
+fn iree_runs_rope_tables_over_adjacent_and_rotate_half_pairs() {
+    for interleaved in [true, false] {
+        let g = one_op(
+            &[("x", &[1, 4, 3, 16]), ("cos", &[3, 8]), ("sin", &[3, 8])],
+            |b, v| {
+                b.rope_tables(v[0], v[1], v[2], interleaved)
+                    .id("rope")
+                    .schedule(rows())
+                    .finish()
+                    .unwrap()
+            },
+        );
+        let inputs = graph_inputs(&g);
+        round_trip(&format!("rope_tables_{interleaved}"), g, inputs, false);
+    }
+}
