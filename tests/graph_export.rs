@@ -398,3 +398,34 @@ fn rotate_half_rope_tables_put_the_pair_axis_before_the_half() {
         "%5 = stablehlo.broadcast_in_dim %4, dims = [3] : (tensor<2xf32>) -> {t}"
     )));
 }
+
+#[test]
+fn linear_puts_the_weight_first_and_transposes_the_small_product_back() {
+    let mlir = one_row_op(&[("x", &[1, 4]), ("w", &[3, 4])], |b, v| {
+        b.linear(v[0], v[1])
+            .id("proj")
+            .schedule(rows())
+            .finish()
+            .unwrap()
+    });
+    let body: Vec<&str> = mlir.lines().skip(2).take(3).collect();
+    assert_eq!(
+        body,
+        [
+            "    // proj = linear",
+            "    %0 = stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [1] : (tensor<3x4xf32>, tensor<1x4xf32>) -> tensor<3x1xf32>",
+            "    %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<3x1xf32>) -> tensor<1x3xf32>",
+        ]
+    );
+    // A vector input needs no transpose.
+    let mlir = one_row_op(&[("x", &[4]), ("w", &[3, 4])], |b, v| {
+        b.linear(v[0], v[1])
+            .id("proj")
+            .schedule(rows())
+            .finish()
+            .unwrap()
+    });
+    assert!(mlir.contains(
+        "%0 = stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [0] : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3xf32>\n    return %0 : tensor<3xf32>"
+    ));
+}

@@ -305,7 +305,17 @@ fn iree_runs_linear_against_an_out_in_weight() {
         false,
         &[linear(&inputs[0].1, &inputs[1].1, &Sequential).unwrap()],
     );
-    assert!(mlir.contains("contracting_dims = [2] x [1]"), "{mlir}");
+    // The weight first, read in place; the small product is transposed back.
+    assert!(
+        mlir.contains("stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [2] : (tensor<8x16xf32>, tensor<2x3x16xf32>) -> tensor<8x2x3xf32>"),
+        "{mlir}"
+    );
+    assert!(
+        mlir.contains(
+            "stablehlo.transpose %0, dims = [1, 2, 0] : (tensor<8x2x3xf32>) -> tensor<2x3x8xf32>"
+        ),
+        "{mlir}"
+    );
     round_trip("linear_exec", g, inputs, false);
 }
 
