@@ -42,7 +42,7 @@ done
 # The real model: 30 blocks, 336 inputs (the weights decoded to f32, about 520 MB of .npy).
 model=${SKAINET_MODEL:-$(scripts/fetch_model.sh | tail -n 1)}
 step="$out/step"
-cargo run -q --release --features model --example export_model -- \
+cargo run -q --release --features parallel,rayon,model --example export_model -- \
   --model "$model" --prefix 40 --out "$step" >/dev/null
 cd "$step"
 "$bin/iree-compile" --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu \
