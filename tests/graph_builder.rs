@@ -464,3 +464,79 @@ fn decoder_op_parameters_are_attributes() {
     );
     assert!(Op::Linear.params().is_empty());
 }
+
+#[test]
+fn an_embedding_takes_a_table_of_rows_and_a_vector_of_indices() {
+    let mut b = GraphBuilder::new();
+    let table = b.input("table", [10, 4]).unwrap();
+    let ids = b.input("ids", [3]).unwrap();
+    let e = b.embedding(table, ids).id("embed").finish().unwrap();
+    assert_eq!(b.shape(e), Some(&[3usize, 4][..]));
+    assert_eq!(
+        b.embedding(ids, ids).id("flat").finish(),
+        Err(GraphError::BadShape {
+            node: "flat".into(),
+            op: OpKind::Embedding,
+            error: ShapeError::Rank {
+                op: "embedding",
+                operand: "table",
+                expected: "2",
+                shape: vec![3]
+            }
+        })
+    );
+    assert_eq!(
+        b.embedding(table, table).id("square").finish(),
+        Err(GraphError::BadShape {
+            node: "square".into(),
+            op: OpKind::Embedding,
+            error: ShapeError::Rank {
+                op: "embedding",
+                operand: "indices",
+                expected: "1",
+                shape: vec![10, 4]
+            }
+        })
+    );
+}
+
+#[test]
+fn rope_tables_need_one_row_of_half_a_head_per_position() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", [1, 2, 3, 8]).unwrap();
+    let cos = b.input("cos", [3, 4]).unwrap();
+    let sin = b.input("sin", [3, 4]).unwrap();
+    let short = b.input("short", [2, 4]).unwrap();
+    let r = b
+        .rope_tables(x, cos, sin, true)
+        .id("rope")
+        .finish()
+        .unwrap();
+    assert_eq!(b.shape(r), Some(&[1usize, 2, 3, 8][..]));
+    let err = b.rope_tables(x, cos, short, false).id("bad").finish();
+    assert_eq!(
+        err,
+        Err(GraphError::BadShape {
+            node: "bad".into(),
+            op: OpKind::RopeTables,
+            error: ShapeError::ElementwiseMismatch {
+                op: "rope_tables",
+                a: vec![3, 4],
+                b: vec![2, 4]
+            }
+        })
+    );
+    assert_eq!(
+        err.unwrap_err().to_string(),
+        "node \"bad\": rope_tables: operands [3, 4] and [2, 4] have different shapes"
+    );
+}
+
+#[test]
+fn the_new_ops_name_themselves_and_their_parameters() {
+    assert_eq!(OpKind::Embedding.name(), "embedding");
+    assert_eq!(OpKind::RopeTables.name(), "rope_tables");
+    let params = Op::RopeTables { interleaved: true }.params();
+    assert_eq!(params.get("interleaved"), Some(&Attr::Bool(true)));
+    assert!(Op::Embedding.params().is_empty());
+}

@@ -353,3 +353,99 @@ fn concat_joins_blocks_along_the_middle_dimension() {
         [0.0, 1.0, 10.0, 11.0, 12.0, 13.0, 2.0, 3.0, 14.0, 15.0, 16.0, 17.0]
     );
 }
+
+/// `x [1, heads, s, hd]` and the cos/sin tables `[s, hd/2]` of positions `offset..` for base
+/// `theta`, read off the eager kernel itself: rotating the pair `(1, 0)` gives `(cos, sin)`.
+fn rope_case(heads: usize, s: usize, hd: usize, offset: usize, theta: f32) -> [Tensor; 3] {
+    use skainet_schedule::rope_interleaved;
+    let x = Tensor::from_fn(vec![1, heads, s, hd], |i| (i as f32 * 0.37).sin()).unwrap();
+    let unit = Tensor::from_fn(vec![1, 1, s, hd], |i| if i % 2 == 0 { 1.0 } else { 0.0 }).unwrap();
+    let r = rope_interleaved(&unit, offset, theta, &Sequential).unwrap();
+    let pick = |k: usize| {
+        let values = r.data().iter().skip(k).step_by(2).copied().collect();
+        Tensor::new(vec![s, hd / 2], values).unwrap()
+    };
+    [x, pick(0), pick(1)]
+}
+
+fn rope_tables_graph(shape: [usize; 4], interleaved: bool) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", shape).unwrap();
+    let cos = b.input("cos", [shape[2], shape[3] / 2]).unwrap();
+    let sin = b.input("sin", [shape[2], shape[3] / 2]).unwrap();
+    let r = b.rope_tables(x, cos, sin, interleaved).finish().unwrap();
+    b.output(r).unwrap();
+    b.build().unwrap()
+}
+
+#[test]
+fn rope_tables_of_the_kernels_angles_give_the_bits_of_rope_and_rope_interleaved() {
+    use skainet_schedule::{rope, rope_interleaved};
+    let (offset, theta) = (4093, 100_000.0);
+    let [x, cos, sin] = rope_case(3, 5, 16, offset, theta);
+    let named = [("x", &x), ("cos", &cos), ("sin", &sin)];
+    for schedule in [
+        Sequential::shared(),
+        reversed(3, Arc::new(CollectingSink::new())),
+    ] {
+        let ctx = GraphContext::over_ops(CpuOps::shared(schedule));
+        let adjacent = execute(&ctx, &rope_tables_graph([1, 3, 5, 16], true), &named).unwrap();
+        let want = rope_interleaved(&x, offset, theta, &Sequential).unwrap();
+        assert_eq!(adjacent[0].to_bits(), want.to_bits());
+        let half = execute(&ctx, &rope_tables_graph([1, 3, 5, 16], false), &named).unwrap();
+        let want = rope(&x, offset, theta, &Sequential).unwrap();
+        assert_eq!(half[0].to_bits(), want.to_bits());
+    }
+}
+
+fn embedding_graph() -> Graph {
+    let mut b = GraphBuilder::new();
+    let table = b.input("table", [4, 2]).unwrap();
+    let ids = b.input("ids", [3]).unwrap();
+    let e = b.embedding(table, ids).id("embed").finish().unwrap();
+    b.output(e).unwrap();
+    b.build().unwrap()
+}
+
+fn run_embedding(ids: Vec<f32>) -> Result<Vec<Tensor>, Box<ExecError>> {
+    let table = Tensor::from_fn(vec![4, 2], |i| i as f32).unwrap();
+    let ids = Tensor::new(vec![3], ids).unwrap();
+    let ctx = GraphContext::over_ops(CpuOps::shared(Sequential::shared()));
+    execute(
+        &ctx,
+        &embedding_graph(),
+        &[("table", &table), ("ids", &ids)],
+    )
+    .map_err(Box::new)
+}
+
+#[test]
+fn an_embedding_picks_the_rows_its_f32_indices_name() {
+    let got = run_embedding(vec![3.0, 0.0, 3.0]).unwrap();
+    assert_eq!(got[0].shape(), [3, 2]);
+    assert_eq!(got[0].data(), [6.0, 7.0, 0.0, 1.0, 6.0, 7.0]);
+}
+
+#[test]
+fn an_index_that_is_no_whole_number_or_past_the_table_is_an_error() {
+    assert_eq!(
+        run_embedding(vec![0.0, 1.5, 2.0]).map_err(|e| *e),
+        Err(ExecError::NotAnIndex {
+            node: "embed".into(),
+            at: 1,
+            value: "1.5".into()
+        })
+    );
+    for (bad, printed) in [(-1.0, "-1"), (f32::NAN, "NaN"), (f32::INFINITY, "inf")] {
+        let err = run_embedding(vec![0.0, 1.0, bad]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("node \"embed\" (embedding): index {printed} at 2 is not a whole number >= 0")
+        );
+    }
+    let err = run_embedding(vec![0.0, 4.0, 1.0]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node \"embed\" (embedding): embedding: token id 4 (at index 1) is not a row of the table [4, 2]"
+    );
+}

@@ -299,3 +299,133 @@ fn the_header_states_the_hint_the_pass_accepted_not_a_hand_edited_metadata_entry
         r#"module attributes {skainet.schedule = {proj = {parallel_dims = ["rows"]}}} {"#
     );
 }
+
+/// One op over named inputs, hinted `["rows"]`, through the core passes.
+fn one_row_op(
+    shapes: &[(&str, &[usize])],
+    op: impl FnOnce(
+        &mut GraphBuilder,
+        &[skainet_schedule::graph::Value],
+    ) -> skainet_schedule::graph::Value,
+) -> String {
+    let mut b = GraphBuilder::new();
+    let values: Vec<_> = shapes
+        .iter()
+        .map(|(n, s)| b.input(n, s.to_vec()).unwrap())
+        .collect();
+    let y = op(&mut b, &values);
+    b.output(y).unwrap();
+    let mut g = b.build().unwrap();
+    assert!(core_passes(&mut g).is_empty());
+    stablehlo::export(&g)
+}
+
+fn rows() -> ScheduleHint {
+    ScheduleHint::parallel(["rows"]).unwrap()
+}
+
+#[test]
+fn an_embedding_converts_its_indices_and_gathers_whole_rows() {
+    let mlir = one_row_op(&[("table", &[10, 4]), ("ids", &[3])], |b, v| {
+        let e = b.embedding(v[0], v[1]).id("embed").schedule(rows());
+        e.finish().unwrap()
+    });
+    assert_eq!(
+        first_line(&mlir),
+        r#"module attributes {skainet.schedule = {embed = {parallel_dims = ["rows"]}}} {"#
+    );
+    let body: Vec<&str> = mlir.lines().skip(2).take(4).collect();
+    assert_eq!(
+        body,
+        [
+            "    // embed = embedding",
+            "    %0 = stablehlo.convert %arg1 : (tensor<3xf32>) -> tensor<3xi32>",
+            "    %1 = stablehlo.reshape %0 : (tensor<3xi32>) -> tensor<3x1xi32>",
+            "    %2 = \"stablehlo.gather\"(%arg0, %1) {dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 4>} : (tensor<10x4xf32>, tensor<3x1xi32>) -> tensor<3x4xf32>",
+        ]
+    );
+}
+
+#[test]
+fn rope_tables_swap_adjacent_pairs_by_a_reverse_with_no_slice_or_concatenate() {
+    let mlir = one_row_op(
+        &[("x", &[1, 2, 3, 8]), ("cos", &[3, 4]), ("sin", &[3, 4])],
+        |b, v| {
+            let r = b.rope_tables(v[0], v[1], v[2], true).id("rope");
+            r.schedule(rows()).finish().unwrap()
+        },
+    );
+    let body: Vec<&str> = mlir.lines().skip(2).take(13).collect();
+    let t = "tensor<1x2x3x4x2xf32>";
+    assert_eq!(
+        body,
+        [
+            "    // rope = rope_tables".to_string(),
+            format!("    %0 = stablehlo.reshape %arg0 : (tensor<1x2x3x8xf32>) -> {t}"),
+            format!("    %1 = stablehlo.reverse %0, dims = [4] : {t}"),
+            format!("    %2 = stablehlo.broadcast_in_dim %arg1, dims = [2, 3] : (tensor<3x4xf32>) -> {t}"),
+            format!("    %3 = stablehlo.broadcast_in_dim %arg2, dims = [2, 3] : (tensor<3x4xf32>) -> {t}"),
+            "    %4 = stablehlo.constant dense<[0xBF800000, 0x3F800000]> : tensor<2xf32>".to_string(),
+            format!("    %5 = stablehlo.broadcast_in_dim %4, dims = [4] : (tensor<2xf32>) -> {t}"),
+            format!("    %6 = stablehlo.multiply %3, %5 : {t}"),
+            format!("    %7 = stablehlo.multiply %0, %2 : {t}"),
+            format!("    %8 = stablehlo.multiply %1, %6 : {t}"),
+            format!("    %9 = stablehlo.add %7, %8 : {t}"),
+            format!("    %10 = stablehlo.reshape %9 : ({t}) -> tensor<1x2x3x8xf32>"),
+            "    return %10 : tensor<1x2x3x8xf32>".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn rotate_half_rope_tables_put_the_pair_axis_before_the_half() {
+    let mlir = one_row_op(
+        &[("x", &[1, 2, 3, 8]), ("cos", &[3, 4]), ("sin", &[3, 4])],
+        |b, v| {
+            let r = b.rope_tables(v[0], v[1], v[2], false).id("rope");
+            r.schedule(rows()).finish().unwrap()
+        },
+    );
+    let t = "tensor<1x2x3x2x4xf32>";
+    assert!(mlir.contains(&format!(
+        "%0 = stablehlo.reshape %arg0 : (tensor<1x2x3x8xf32>) -> {t}"
+    )));
+    assert!(mlir.contains(&format!("%1 = stablehlo.reverse %0, dims = [3] : {t}")));
+    assert!(mlir.contains(&format!(
+        "%2 = stablehlo.broadcast_in_dim %arg1, dims = [2, 4] : (tensor<3x4xf32>) -> {t}"
+    )));
+    assert!(mlir.contains(&format!(
+        "%5 = stablehlo.broadcast_in_dim %4, dims = [3] : (tensor<2xf32>) -> {t}"
+    )));
+}
+
+#[test]
+fn linear_puts_the_weight_first_and_transposes_the_small_product_back() {
+    let mlir = one_row_op(&[("x", &[1, 4]), ("w", &[3, 4])], |b, v| {
+        b.linear(v[0], v[1])
+            .id("proj")
+            .schedule(rows())
+            .finish()
+            .unwrap()
+    });
+    let body: Vec<&str> = mlir.lines().skip(2).take(3).collect();
+    assert_eq!(
+        body,
+        [
+            "    // proj = linear",
+            "    %0 = stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [1] : (tensor<3x4xf32>, tensor<1x4xf32>) -> tensor<3x1xf32>",
+            "    %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<3x1xf32>) -> tensor<1x3xf32>",
+        ]
+    );
+    // A vector input needs no transpose.
+    let mlir = one_row_op(&[("x", &[4]), ("w", &[3, 4])], |b, v| {
+        b.linear(v[0], v[1])
+            .id("proj")
+            .schedule(rows())
+            .finish()
+            .unwrap()
+    });
+    assert!(mlir.contains(
+        "%0 = stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [0] : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3xf32>\n    return %0 : tensor<3xf32>"
+    ));
+}

@@ -305,7 +305,17 @@ fn iree_runs_linear_against_an_out_in_weight() {
         false,
         &[linear(&inputs[0].1, &inputs[1].1, &Sequential).unwrap()],
     );
-    assert!(mlir.contains("contracting_dims = [2] x [1]"), "{mlir}");
+    // The weight first, read in place; the small product is transposed back.
+    assert!(
+        mlir.contains("stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [2] : (tensor<8x16xf32>, tensor<2x3x16xf32>) -> tensor<8x2x3xf32>"),
+        "{mlir}"
+    );
+    assert!(
+        mlir.contains(
+            "stablehlo.transpose %0, dims = [1, 2, 0] : (tensor<8x2x3xf32>) -> tensor<2x3x8xf32>"
+        ),
+        "{mlir}"
+    );
     round_trip("linear_exec", g, inputs, false);
 }
 
@@ -618,4 +628,139 @@ fn iree_runs_a_decoder_layer_over_a_kv_cache_like_the_eager_layer() {
             "{id}: no structural parallel_dims in the header"
         );
     }
+}
+
+#[test]
+fn iree_runs_an_embedding_by_f32_indices() {
+    let g = one_op(&[("table", &[10, 16]), ("ids", &[3])], |b, v| {
+        b.embedding(v[0], v[1])
+            .id("embed")
+            .schedule(rows())
+            .finish()
+            .unwrap()
+    });
+    let mut inputs = graph_inputs(&g);
+    inputs[1].1 = Tensor::new(vec![3], vec![7.0, 0.0, 9.0]).unwrap();
+    let want = skainet_schedule::embedding(&inputs[0].1, &[7, 0, 9], &Sequential).unwrap();
+    round_trip_against("embedding", g.clone(), inputs.clone(), false, &[want]);
+}
+
+#[test]
+fn iree_runs_rope_tables_over_adjacent_and_rotate_half_pairs() {
+    for interleaved in [true, false] {
+        let g = one_op(
+            &[("x", &[1, 4, 3, 16]), ("cos", &[3, 8]), ("sin", &[3, 8])],
+            |b, v| {
+                b.rope_tables(v[0], v[1], v[2], interleaved)
+                    .id("rope")
+                    .schedule(rows())
+                    .finish()
+                    .unwrap()
+            },
+        );
+        let inputs = graph_inputs(&g);
+        round_trip(&format!("rope_tables_{interleaved}"), g, inputs, false);
+    }
+}
+
+/// `‖a - b‖₂ / ‖b‖₂`, in f64.
+#[cfg(feature = "model")]
+fn normwise_relative_error(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (&x, &y) in a.data().iter().zip(b.data()) {
+        diff += (f64::from(x) - f64::from(y)).powi(2);
+        norm += f64::from(y).powi(2);
+    }
+    (diff / norm).sqrt()
+}
+
+/// The real model's decode step at 2 blocks: the step graph run eagerly gives the bits of
+/// `Llama::step`, and compiled by IREE it matches them (normwise relative error <= 1e-4, the
+/// same greedy token) at every group count, its new K/V rows too. Runs in release in
+/// `scripts/test` (the `real_model_` filter), with the model `scripts/fetch_model.sh` fetches.
+#[cfg(feature = "model")]
+#[test]
+fn real_model_iree_decode_step_at_two_blocks_matches_the_eager_step() {
+    use skainet_schedule::gguf::GgufFile;
+    use skainet_schedule::model::{argmax, CacheKind, Llama, Logits, Tokenizer};
+    use skainet_schedule::Activations;
+
+    let path = common::model_file::model_path();
+    let file = GgufFile::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run scripts/fetch_model.sh; to leave the real-model tests out: \
+             --skip real_model_)",
+            path.display()
+        )
+    });
+    let mut model = Llama::from_gguf(file.gguf()).unwrap();
+    model.truncate_blocks(2);
+    let tokenizer = Tokenizer::from_gguf(file.gguf()).unwrap();
+    let prompt = tokenizer
+        .encode(
+            "The capital of France is Paris, and the capital of Italy is",
+            true,
+        )
+        .unwrap();
+    let (p, token) = (prompt.len() - 1, prompt[prompt.len() - 1]);
+    let mut cache = model.cache(CacheKind::Positional, p + 1).unwrap();
+    let exact = Activations::Exact;
+    model
+        .forward(&prompt[..p], &mut cache, Logits::Last, exact, &Sequential)
+        .unwrap();
+    let inputs = model.step_graph_inputs(token, &cache).unwrap();
+    let step = model.step(token, &mut cache, exact, &Sequential).unwrap();
+    let want = Tensor::new(vec![1, step.len()], step.to_vec()).unwrap();
+
+    let mut graph = model.step_graph(p).unwrap();
+    assert!(core_passes(&mut graph).is_empty());
+    assert_eq!(graph.outputs().len(), 1 + 2 * 2);
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let eager = execute(&OpsContext::cpu(Sequential::shared()), &graph, &named).unwrap();
+    assert_eq!(eager[0].to_bits(), want.to_bits(), "graph vs Llama::step");
+
+    let mlir = stablehlo::export(&graph);
+    let header = mlir.lines().next().unwrap();
+    assert!(!mlir.contains("parallelism"), "no core count anywhere");
+    for node in graph.nodes() {
+        if node.kind().schedule_class().is_some() {
+            assert!(
+                header.contains(&format!("{} = {{parallel_dims = [", node.id())),
+                "{}: no structural parallel_dims in the header",
+                node.id()
+            );
+        }
+    }
+    // GQA by index: the prefixes (arguments 2..6) are only ever appended to, never broadcast.
+    for arg in 2..6 {
+        let uses: Vec<&str> = mlir
+            .lines()
+            .filter(|l| l.contains(&format!("%arg{arg},")) || l.contains(&format!("%arg{arg} ")))
+            .collect();
+        assert_eq!(uses.len(), 1, "%arg{arg}: {uses:?}");
+        assert!(uses[0].contains("stablehlo.concatenate"), "{uses:?}");
+    }
+    assert_eq!(mlir.matches("stablehlo.concatenate").count(), 2 * 2);
+
+    let tools = tools();
+    let dir = scratch_dir("real_model_step");
+    let (mlir_path, vmfb) = (dir.join("model.mlir"), dir.join("model.vmfb"));
+    std::fs::write(&mlir_path, &mlir).unwrap();
+    tools.compile(&mlir_path, &vmfb).unwrap();
+    let tensors: Vec<&Tensor> = inputs.iter().map(|(_, t)| t).collect();
+    let greedy = argmax(want.data()).unwrap();
+    for groups in group_counts() {
+        let got = tools
+            .run(&vmfb, groups, &dir, &tensors, eager.len())
+            .unwrap_or_else(|e| panic!("{groups} groups: {e}"));
+        let err = normwise_relative_error(&got[0], &want);
+        assert!(err <= 1e-4, "{groups} groups: logits error {err:e}");
+        assert_eq!(argmax(got[0].data()), Some(greedy), "{groups} groups");
+        for (i, (g, e)) in got.iter().zip(&eager).enumerate().skip(1) {
+            let err = normwise_relative_error(g, e);
+            assert!(err <= 1e-4, "{groups} groups, new K/V #{i}: error {err:e}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -243,6 +243,31 @@ impl GraphBuilder {
         OpBuilder::new(self, Op::Concat { dim }, alloc::vec![a, b])
     }
 
+    /// The rows of `table [n, d]` named by `indices [m]` (f32 values holding whole numbers
+    /// below `n`): `[m, d]`, as [`embedding`](crate::embedding). A token embedding, or the
+    /// rows of a position's rotary angles.
+    pub fn embedding(&mut self, table: Value, indices: Value) -> OpBuilder<'_> {
+        OpBuilder::new(self, Op::Embedding, alloc::vec![table, indices])
+    }
+
+    /// Rotary position embedding of `x [b, heads, s, hd]` by the angles of `cos` and `sin`
+    /// `[s, hd/2]` (row `i`: position `i`'s), adjacent pairs when `interleaved` (as
+    /// [`rope_interleaved`](crate::rope_interleaved)), rotate-half pairs otherwise (as
+    /// [`rope`](crate::rope)).
+    pub fn rope_tables(
+        &mut self,
+        x: Value,
+        cos: Value,
+        sin: Value,
+        interleaved: bool,
+    ) -> OpBuilder<'_> {
+        OpBuilder::new(
+            self,
+            Op::RopeTables { interleaved },
+            alloc::vec![x, cos, sin],
+        )
+    }
+
     /// Runs `body` with `hint` applied to every op it adds that has no hint of its own, and
     /// returns what `body` returns. Blocks nest (the innermost wins); the hint ends with the
     /// block.
@@ -342,6 +367,40 @@ fn check_size(node: &str, op: OpKind, dims: &[usize]) -> Result<(), GraphError> 
             shapes: alloc::vec![dims.to_vec()],
         },
     })
+}
+
+/// `[m, d]` for a `table [n, d]` and `indices [m]`. Which rows the indices name is data: the
+/// executor checks it.
+fn embedding_shape(table: &[usize], indices: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let rank = |operand, expected, shape: &[usize]| ShapeError::Rank {
+        op: "embedding",
+        operand,
+        expected,
+        shape: shape.to_vec(),
+    };
+    let [_, d] = *table else {
+        return Err(rank("table", "2", table));
+    };
+    let [m] = *indices else {
+        return Err(rank("indices", "1", indices));
+    };
+    Ok(alloc::vec![m, d])
+}
+
+/// `x`'s shape, when `x` is `[b, heads, s, hd]` with `hd` even and both tables are `[s, hd/2]`.
+fn rope_tables_shape(x: &[usize], cos: &[usize], sin: &[usize]) -> Result<Vec<usize>, ShapeError> {
+    let [_, _, s, hd] = shape::rope(x, 0)?;
+    let table = [s, hd / 2];
+    for t in [cos, sin] {
+        if t != table {
+            return Err(ShapeError::ElementwiseMismatch {
+                op: "rope_tables",
+                a: table.to_vec(),
+                b: t.to_vec(),
+            });
+        }
+    }
+    Ok(x.to_vec())
 }
 
 /// An op being added: set its id, hint and metadata, then [`finish`](OpBuilder::finish) it.
@@ -448,6 +507,8 @@ impl<'b> OpBuilder<'b> {
             Op::RmsNorm { .. } => shape::rms_norm(shapes[0], shapes[1]).map(|_| shapes[0].to_vec()),
             Op::Rope { offset, .. } => shape::rope(shapes[0], *offset).map(|d| d.to_vec()),
             Op::Concat { dim } => shape::concat(shapes[0], shapes[1], *dim),
+            Op::Embedding => embedding_shape(shapes[0], shapes[1]),
+            Op::RopeTables { .. } => rope_tables_shape(shapes[0], shapes[1], shapes[2]),
             Op::Reshape => shape::reshape(shapes[0], reshape_to.as_deref().unwrap_or(&[])),
             Op::Transpose { permutation } => shape::transpose(shapes[0], permutation),
         };

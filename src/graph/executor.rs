@@ -3,8 +3,9 @@
 //!
 //! `sdpa`, `matmul` and `conv2d` go through [`TensorOps`](crate::kernels::TensorOps), so they
 //! run under the schedule the ops carry and are bit-identical to a run under
-//! [`Sequential`](crate::Sequential). `linear`, `rms_norm`, `rope`, `silu_mul` and the
-//! broadcasting `add` call the crate's eager kernels of those names under the same schedule,
+//! [`Sequential`](crate::Sequential). `linear`, `rms_norm`, `rope`, `silu_mul`, `embedding` and
+//! the broadcasting `add` call the crate's eager kernels of those names under the same
+//! schedule (`rope_tables` calls `rope`'s or `rope_interleaved`'s rotation with its tables),
 //! so a graph gives the bits a hand-written decoder gives. `sub`, `mul`, `reshape`,
 //! `transpose` and `concat` are plain loops on the calling thread (there is nothing for a
 //! schedule to gain on them here).
@@ -73,6 +74,16 @@ pub enum ExecError {
         /// The tensor's shape.
         actual: Vec<usize>,
     },
+    /// An index operand (of an `embedding`) holds a value that is not a whole number `>= 0`:
+    /// every graph value is f32, and an index is one holding a whole number.
+    NotAnIndex {
+        /// The node.
+        node: String,
+        /// The value's position in the operand.
+        at: usize,
+        /// The value, printed.
+        value: String,
+    },
     /// A kernel refused its operands.
     Kernel {
         /// The node.
@@ -97,6 +108,10 @@ impl fmt::Display for ExecError {
                 f,
                 "input {name:?} is declared {expected:?} but the tensor is {actual:?}"
             ),
+            Self::NotAnIndex { node, at, value } => write!(
+                f,
+                "node {node:?} (embedding): index {value} at {at} is not a whole number >= 0"
+            ),
             Self::Kernel { node, op, error } => write!(f, "node {node:?} ({op}): {error}"),
         }
     }
@@ -110,7 +125,9 @@ impl core::error::Error for ExecError {}
 /// # Errors
 ///
 /// [`ExecError::MissingInput`], [`ExecError::UnknownInput`] or [`ExecError::InputShape`] for
-/// inputs that do not match the graph; [`ExecError::Kernel`] if a kernel refuses its operands.
+/// inputs that do not match the graph; [`ExecError::NotAnIndex`] for an `embedding` index that
+/// is not a whole number; [`ExecError::Kernel`] if a kernel refuses its operands (an index past
+/// the table's rows, for one).
 pub fn execute(
     ctx: &dyn ExecutionContext,
     graph: &Graph,
@@ -191,6 +208,18 @@ pub fn execute(
                 Op::SiluMul => {
                     crate::kernels::silu_mul(args[0], args[1], schedule).map_err(kernel)?
                 }
+                Op::Embedding => {
+                    let ids = indices(&node.id, args[1])?;
+                    crate::kernels::embedding(args[0], &ids, schedule).map_err(kernel)?
+                }
+                Op::RopeTables { interleaved } => crate::kernels::decoder::rope_by_tables(
+                    args[0].view(),
+                    args[1].data(),
+                    args[2].data(),
+                    *interleaved,
+                    schedule,
+                )
+                .map_err(kernel)?,
                 Op::Concat { dim } => concatenated(args[0], args[1], *dim, &node.shape),
                 Op::Sub => zip(args[0], args[1], |a, b| a - b),
                 Op::Mul => zip(args[0], args[1], |a, b| a * b),
@@ -216,6 +245,26 @@ pub fn execute(
                 .clone()
         })
         .collect())
+}
+
+/// The whole numbers an index operand holds, or the first value that is not one.
+fn indices(node: &str, t: &Tensor) -> Result<Vec<usize>, ExecError> {
+    t.data()
+        .iter()
+        .enumerate()
+        .map(|(at, &v)| {
+            if v.is_finite() && v >= 0.0 && libm::truncf(v) == v {
+                // Saturates above usize::MAX: the kernel then reports a row out of range.
+                Ok(v as usize)
+            } else {
+                Err(ExecError::NotAnIndex {
+                    node: node.to_string(),
+                    at,
+                    value: alloc::format!("{v}"),
+                })
+            }
+        })
+        .collect()
 }
 
 /// Elementwise `f(a, b)`; the builder guarantees equal shapes.

@@ -155,5 +155,13 @@ pub mod getting_started {
     //! ```
     //!
     //! `out.npy` matches `expected.npy` within 1e-4, with any group count, from the same
-    //! `.vmfb`. From Rust, `graph::iree::IreeTools` (feature `std`) does the same.
+    //! `.vmfb`. From Rust, `graph::iree::IreeTools` (feature `std`) does the same;
+    //! `IreeTools::run_files_env` takes the group count from `SKAINET_TASK_GROUPS`, the knob of
+    //! the eager pool.
+    //!
+    //! A whole model: with the `model` feature, `model::Llama::step_graph` is one decode step
+    //! of a GGUF llama model (the token, its position and every block's K/V prefix as inputs,
+    //! the weights too), and `cargo run --release --features model --example export_model --
+    //! --model FILE --prefix 40 --out DIR` writes it with its inputs, `inputs.txt` and
+    //! `outputs.txt` (`iree-run-module --flagfile`s) and the eager step's logits.
 }

@@ -6,8 +6,9 @@
 //! looked for in `$IREE_BIN_DIR`, then in `<repo>/.venv/bin`, then on `PATH`.
 //!
 //! The compiled `.vmfb` states no core count: the number of cores is a property of the
-//! device, chosen when `iree-run-module` creates it (`--task_topology_group_count`, the same
-//! number as `SKAINET_TASK_GROUPS` for the eager schedule).
+//! device, chosen when `iree-run-module` creates it (`--task_topology_group_count`). One knob
+//! sets it on both sides: [`task_groups`] reads `SKAINET_TASK_GROUPS` as the eager `hardware()`
+//! pool does, and [`IreeTools::run_files_env`] passes that number to the device.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -54,6 +55,12 @@ pub enum IreeError {
         /// What it wrote to stderr.
         stderr: String,
     },
+    /// `SKAINET_TASK_GROUPS` is set but is not a positive integer no larger than
+    /// [`MAX_TASK_GROUPS`].
+    TaskGroups {
+        /// The variable's value, as found (lossily decoded when it was not UTF-8).
+        value: String,
+    },
     /// An output file was not a `.npy` this crate reads, or an input has no `.npy` form.
     Npy {
         /// The file.
@@ -80,12 +87,65 @@ impl fmt::Display for IreeError {
                 code,
                 stderr,
             } => write!(f, "`{command}` failed with {code:?}:\n{stderr}"),
+            Self::TaskGroups { value } => write!(
+                f,
+                "{TASK_GROUPS_VAR} must be a positive integer no larger than {MAX_TASK_GROUPS}, got {value:?}"
+            ),
             Self::Npy { path, error } => write!(f, "{}: {error}", path.display()),
         }
     }
 }
 
 impl std::error::Error for IreeError {}
+
+/// The environment variable whose value is both the eager `hardware()` pool's parallelism and
+/// the IREE device's `--task_topology_group_count` (the `parallel` feature's
+/// `TASK_GROUPS_VAR`, named here too so that the runner needs no thread pool).
+pub const TASK_GROUPS_VAR: &str = "SKAINET_TASK_GROUPS";
+
+/// The most task groups [`task_groups`] accepts: the `parallel` feature's `MAX_PARALLELISM`,
+/// the largest pool `hardware()` builds, so the knob means one number on both sides.
+pub const MAX_TASK_GROUPS: usize = 1024;
+
+/// The task groups an IREE device gets from the knob: `SKAINET_TASK_GROUPS` when it is set,
+/// read as `hardware()` reads it (a positive decimal integer, surrounding whitespace allowed,
+/// at most [`MAX_TASK_GROUPS`]); else the machine's available parallelism (capped at
+/// [`MAX_TASK_GROUPS`]), which is also what `hardware()` uses then.
+///
+/// ```no_run
+/// # fn main() -> Result<(), skainet_schedule::graph::iree::IreeError> {
+/// // SKAINET_TASK_GROUPS=2: the eager pool has 2 tasks, the device 2 task groups.
+/// let groups = skainet_schedule::graph::iree::task_groups()?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`IreeError::TaskGroups`] when the variable is set to anything else: unlike `hardware()`,
+/// which falls back and reports once, a check that was asked for a core count does not run
+/// with another one.
+pub fn task_groups() -> Result<usize, IreeError> {
+    match std::env::var_os(TASK_GROUPS_VAR) {
+        Some(value) => {
+            let value = value.to_string_lossy();
+            parse_task_groups(&value).ok_or_else(|| IreeError::TaskGroups {
+                value: value.into_owned(),
+            })
+        }
+        None => Ok(std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .min(MAX_TASK_GROUPS)),
+    }
+}
+
+/// A `SKAINET_TASK_GROUPS` value as a count, or `None` when it is not one.
+fn parse_task_groups(value: &str) -> Option<usize> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|&n| (1..=MAX_TASK_GROUPS).contains(&n))
+}
 
 /// Where the two tools are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +222,25 @@ impl IreeTools {
         args.extend(inputs.iter().map(|p| prefixed("--input=@", p)));
         args.extend(outputs.iter().map(|p| prefixed("--output=@", p)));
         run_tool(&self.run, &args)
+    }
+
+    /// [`run_files`](Self::run_files) with the knob's group count, [`task_groups`]: the number
+    /// `SKAINET_TASK_GROUPS` also gives the eager `hardware()` pool. Returns the count it ran
+    /// with.
+    ///
+    /// # Errors
+    ///
+    /// [`IreeError::TaskGroups`] for an invalid `SKAINET_TASK_GROUPS`; as
+    /// [`run_files`](Self::run_files).
+    pub fn run_files_env(
+        &self,
+        vmfb: &Path,
+        inputs: &[PathBuf],
+        outputs: &[PathBuf],
+    ) -> Result<usize, IreeError> {
+        let groups = task_groups()?;
+        self.run_files(vmfb, groups, inputs, outputs)?;
+        Ok(groups)
     }
 
     /// [`run_files`](Self::run_files) with tensors: writes `inputs` as `in<i>.npy` into `dir`,
@@ -256,5 +335,42 @@ fn run_tool(tool: &Path, args: &[OsString]) -> Result<(), IreeError> {
             code: out.status.code(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         })
+    }
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_knob_reads_positive_counts_up_to_the_pool_maximum() {
+        assert_eq!(parse_task_groups("2"), Some(2));
+        assert_eq!(parse_task_groups(" 4\n"), Some(4));
+        assert_eq!(parse_task_groups("1024"), Some(1024));
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "1.5",
+            "two",
+            "1025",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(parse_task_groups(bad), None, "{bad:?}");
+        }
+    }
+
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn the_knob_means_what_it_means_to_the_eager_pool() {
+        assert_eq!(TASK_GROUPS_VAR, crate::TASK_GROUPS_VAR);
+        assert_eq!(MAX_TASK_GROUPS, crate::MAX_PARALLELISM);
+        for value in ["1", " 3 ", "0", "", "x", "1024", "1025", "-2"] {
+            assert_eq!(
+                parse_task_groups(value),
+                crate::parse_task_groups(value).ok(),
+                "{value:?}"
+            );
+        }
     }
 }

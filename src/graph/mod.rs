@@ -4,8 +4,10 @@
 //! Structure at compile time, cores at run time (see [`guide::algorithm_and_schedule`]):
 //!
 //! 1. [`GraphBuilder`] — a dataflow graph as code: named inputs with static
-//!    shapes, ops (`sdpa`, `matmul`, `conv2d`, elementwise, `reshape`, `transpose`) checked
-//!    shape by shape as they are added, and schedule hints per op or per scoped block.
+//!    shapes, ops (`sdpa`, `matmul`, `conv2d`, `linear`, the decoder's row-wise ops,
+//!    `embedding`, `rope_tables`, elementwise, `reshape`, `transpose`, `concat`) checked shape
+//!    by shape as they are added, and schedule hints per op or per scoped block. With the
+//!    `model` feature, `model::Llama::step_graph` builds a whole decode step of a GGUF model.
 //! 2. Passes — [`ScheduleAnnotationPass`] accepts or rejects each hint (with
 //!    [`Diagnostic`]s) and applies [`StructuralDefaults`]; [`TensorLayoutPass`] records input
 //!    layouts. [`core_passes`] runs both.

@@ -67,7 +67,8 @@ impl Node {
     }
 
     /// Its operands, in the op's order (`sdpa`: q, k, v[, mask]; `conv2d`: input, weight[,
-    /// bias]; binary ops: a, b; reshape and transpose: x).
+    /// bias]; binary ops: a, b; reshape and transpose: x; `embedding`: table, indices;
+    /// `rope_tables`: x, cos, sin).
     pub fn inputs(&self) -> &[Value] {
         &self.inputs
     }

@@ -61,6 +61,21 @@ pub enum Op {
         /// The dimension the operands are joined along.
         dim: usize,
     },
+    /// The rows of `table [n, d]` named by `indices [m]`: `[m, d]`, as
+    /// [`embedding`](crate::embedding); operands `table, indices`. Every graph value is f32, so
+    /// an index is an f32 holding a whole number below `n` (exact up to 2^24).
+    Embedding,
+    /// Rotary position embedding of `x [b, heads, s, hd]` by given angles: row `i` of
+    /// `cos, sin [s, hd/2]` holds the cosines and sines of position `i`'s angles (as the
+    /// eager kernels' f64 angles rounded once); operands `x, cos, sin`. The positions are
+    /// data, not a parameter: a graph picks its tables' rows with an [`Embedding`](Self::Embedding)
+    /// of a position input.
+    RopeTables {
+        /// Adjacent pairs `(x[2j], x[2j+1])`, as [`rope_interleaved`](crate::rope_interleaved)
+        /// (GGUF's layout of Llama's Q and K); otherwise rotate-half pairs `(x[j], x[j+hd/2])`,
+        /// as [`rope`](crate::rope).
+        interleaved: bool,
+    },
 }
 
 /// An op's name without its parameters: what diagnostics, generated ids and the export print.
@@ -95,11 +110,16 @@ pub enum OpKind {
     SiluMul,
     /// [`Op::Concat`].
     Concat,
+    /// [`Op::Embedding`].
+    Embedding,
+    /// [`Op::RopeTables`].
+    RopeTables,
 }
 
 impl OpKind {
     /// The stable lower-case name: `input`, `sdpa`, `matmul`, `conv2d`, `add`, `sub`, `mul`,
-    /// `reshape`, `transpose`, `linear`, `rms_norm`, `rope`, `silu_mul`, `concat`.
+    /// `reshape`, `transpose`, `linear`, `rms_norm`, `rope`, `silu_mul`, `concat`, `embedding`,
+    /// `rope_tables`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Input => "input",
@@ -116,6 +136,8 @@ impl OpKind {
             Self::Rope => "rope",
             Self::SiluMul => "silu_mul",
             Self::Concat => "concat",
+            Self::Embedding => "embedding",
+            Self::RopeTables => "rope_tables",
         }
     }
 
@@ -126,7 +148,12 @@ impl OpKind {
             Self::Sdpa => Some(ScheduleClass::Attention),
             Self::Matmul | Self::Linear => Some(ScheduleClass::Linear),
             Self::Conv2d => Some(ScheduleClass::Conv),
-            Self::Add | Self::RmsNorm | Self::Rope | Self::SiluMul => Some(ScheduleClass::RowWise),
+            Self::Add
+            | Self::RmsNorm
+            | Self::Rope
+            | Self::SiluMul
+            | Self::Embedding
+            | Self::RopeTables => Some(ScheduleClass::RowWise),
             _ => None,
         }
     }
@@ -149,7 +176,8 @@ pub enum ScheduleClass {
     Linear,
     /// Convolution: every (batch, output channel) pair is independent.
     Conv,
-    /// Row-wise ops (`rms_norm`, `rope`, `silu_mul`, the broadcasting `add`): every row of the
+    /// Row-wise ops (`rms_norm`, `rope`, `rope_tables`, `silu_mul`, `embedding`, the
+    /// broadcasting `add`): every row of the
     /// output (all dimensions but the last, flattened) is independent — the units the eager
     /// kernels split. `sub`, `mul`, `reshape`, `transpose` and `concat` stay unschedulable:
     /// the eager executor runs them as plain loops, so a hint would promise nothing.
@@ -196,12 +224,14 @@ impl Op {
             Self::Rope { .. } => OpKind::Rope,
             Self::SiluMul => OpKind::SiluMul,
             Self::Concat { .. } => OpKind::Concat,
+            Self::Embedding => OpKind::Embedding,
+            Self::RopeTables { .. } => OpKind::RopeTables,
         }
     }
 
     /// The op's parameters as attributes (`scale`, `causal`, `stride`, `padding`,
-    /// `permutation`, `eps`, `offset`, `theta`, `dim`), for tooling that reads graphs generically. Ops without parameters
-    /// give an empty map.
+    /// `permutation`, `eps`, `offset`, `theta`, `dim`, `interleaved`), for tooling that reads
+    /// graphs generically. Ops without parameters give an empty map.
     pub fn params(&self) -> AttrMap {
         let mut map = AttrMap::new();
         let ints = |xs: &[usize]| Attr::List(xs.iter().map(|&x| Attr::Int(x as i64)).collect());
@@ -231,6 +261,9 @@ impl Op {
             }
             Self::Concat { dim } => {
                 map.insert("dim".to_string(), Attr::Int(*dim as i64));
+            }
+            Self::RopeTables { interleaved } => {
+                map.insert("interleaved".to_string(), Attr::Bool(*interleaved));
             }
             _ => {}
         }

@@ -256,6 +256,50 @@ pub(crate) fn rope_interleaved_by(
     )
 }
 
+/// [`rope`] of `x [b, heads, s, hd]` (or [`rope_interleaved`] when `interleaved`) by given
+/// angles: `cos` and `sin` hold `s` rows of `hd / 2` values, row `i` position `i`'s. Fed the
+/// rows [`angle_table`] computes, it gives those kernels' bits: the same table, the same row
+/// function.
+///
+/// # Errors
+///
+/// As [`rope`]; [`ShapeError::ElementwiseMismatch`] (op `rope_tables`) when a table does not
+/// hold `s · hd / 2` values.
+pub(crate) fn rope_by_tables(
+    x: TensorView<'_>,
+    cos: &[f32],
+    sin: &[f32],
+    interleaved: bool,
+    schedule: &dyn Schedule,
+) -> Result<Tensor, KernelError> {
+    let [_, _, s, hd] = shape::rope(x.shape(), 0)?;
+    let want = s.saturating_mul(hd / 2);
+    for t in [cos, sin] {
+        if t.len() != want {
+            return Err(ShapeError::ElementwiseMismatch {
+                op: "rope_tables",
+                a: alloc::vec![want],
+                b: alloc::vec![t.len()],
+            }
+            .into());
+        }
+    }
+    let mut table = Vec::new();
+    table
+        .try_reserve_exact(want)
+        .map_err(|_| KernelError::Scratch {
+            op: "rope",
+            elements: want,
+        })?;
+    table.extend(cos.iter().zip(sin).map(|(&c, &s)| [c, s]));
+    let row = if interleaved {
+        rope_interleaved_row
+    } else {
+        rope_row
+    };
+    rotate_by(&KernelConfig::selected(), x, 0, &table, schedule, row)
+}
+
 /// [`rotate`] with its angle table given: `s · hd / 2` angles for `x`'s positions, as
 /// [`angle_table`] computes them.
 fn rotate_by(

@@ -68,7 +68,9 @@ pub use variants::{cpu_kernels, selected_kernels, CpuKernels};
 pub(crate) mod step {
     pub(crate) use super::loops::gate::silu_mul_row;
     pub(crate) use super::loops::norm::rms_norm_row;
-    pub(crate) use super::loops::rope::{inv_frequencies, push_angles, rope_interleaved_row};
+    pub(crate) use super::loops::rope::{
+        angle_table, inv_frequencies, push_angles, rope_interleaved_row,
+    };
     pub(crate) use super::qlinear::{quant_embedding_row_into, quant_linear_row_into, QScratch};
     pub(crate) use super::sdpa::{attend_heads, Heads};
 }

@@ -356,25 +356,26 @@ fn vector(g: &Gguf<'_>, name: &str, len: usize) -> Result<Tensor, ModelError> {
     Ok(out)
 }
 
-struct Block<'a> {
-    attn_norm: Tensor,
-    wq: QMatrix<'a>,
-    wk: QMatrix<'a>,
-    wv: QMatrix<'a>,
-    wo: QMatrix<'a>,
-    ffn_norm: Tensor,
-    w_gate: QMatrix<'a>,
-    w_up: QMatrix<'a>,
-    w_down: QMatrix<'a>,
+/// One transformer block's weights (read by `step_graph` too, which decodes them).
+pub(super) struct Block<'a> {
+    pub(super) attn_norm: Tensor,
+    pub(super) wq: QMatrix<'a>,
+    pub(super) wk: QMatrix<'a>,
+    pub(super) wv: QMatrix<'a>,
+    pub(super) wo: QMatrix<'a>,
+    pub(super) ffn_norm: Tensor,
+    pub(super) w_gate: QMatrix<'a>,
+    pub(super) w_up: QMatrix<'a>,
+    pub(super) w_down: QMatrix<'a>,
 }
 
 /// A llama model whose weights are borrowed from a GGUF file's bytes.
 pub struct Llama<'a> {
     config: LlamaConfig,
-    embd: QMatrix<'a>,
-    blocks: Vec<Block<'a>>,
-    output_norm: Tensor,
-    output: QMatrix<'a>,
+    pub(super) embd: QMatrix<'a>,
+    pub(super) blocks: Vec<Block<'a>>,
+    pub(super) output_norm: Tensor,
+    pub(super) output: QMatrix<'a>,
     tied: bool,
 }
 
@@ -438,6 +439,29 @@ impl<'a> Llama<'a> {
     /// The model's dimensions.
     pub fn config(&self) -> &LlamaConfig {
         &self.config
+    }
+
+    /// Keeps the first `blocks` transformer blocks and drops the others (no change when the
+    /// model has no more than `blocks`): the model becomes the embedding, those blocks, the
+    /// final norm and the head, and its [`config`](Self::config)`().blocks` says so. A
+    /// truncated model is what a check of a few blocks compares against — the compile lane's
+    /// round trip of [`step_graph`](Self::step_graph) at 2 blocks, for one; its caches are
+    /// made after the truncation.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use skainet_schedule::gguf::GgufFile;
+    /// use skainet_schedule::model::Llama;
+    ///
+    /// let file = GgufFile::open("models/SmolLM2-135M-Instruct.Q4_1.gguf")?;
+    /// let mut model = Llama::from_gguf(file.gguf())?;
+    /// model.truncate_blocks(2);
+    /// assert_eq!(model.config().blocks, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn truncate_blocks(&mut self, blocks: usize) {
+        self.blocks.truncate(blocks);
+        self.config.blocks = self.blocks.len();
     }
 
     /// Whether the output head is the token embedding (no `output.weight` in the file).
@@ -927,6 +951,20 @@ impl LlamaCache {
     /// Positions it can hold.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Blocks it caches.
+    pub(super) fn blocks(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Block `i`'s cached keys and values, `[1, nKV, len, hd]` each (no copy).
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`blocks`](Self::blocks).
+    pub(super) fn block_keys_values(&self, i: usize) -> (TensorView<'_>, TensorView<'_>) {
+        self.layers[i].keys_values()
     }
 
     /// Wall-clock time spent in attention, summed over every [`Llama::forward`] and

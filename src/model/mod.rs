@@ -26,6 +26,7 @@
 mod chat;
 mod llama;
 mod sample;
+mod step_graph;
 mod tokenizer;
 
 pub use chat::{render_chat, ChatError, ChatMessage};

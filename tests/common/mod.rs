@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 pub mod graph;
+pub mod model_file;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

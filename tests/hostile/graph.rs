@@ -337,3 +337,137 @@ mod export_cli {
         assert!(out.starts_with("usage: export --heads H"), "{out}");
     }
 }
+
+#[cfg(feature = "model")]
+#[allow(dead_code)] // the example's `main`, unused here
+#[path = "../../examples/export_model.rs"]
+mod export_model;
+
+/// The `export_model` example's command line, run in-process: every bad argument is exit 2
+/// with one line and nothing printed. The ones that need the model's block count or its
+/// prompt read the real model file (`scripts/fetch_model.sh`), and run no forward pass.
+#[cfg(feature = "model")]
+mod export_model_cli {
+    use super::export_model::{cli, Exit};
+
+    fn run(args: &[&str]) -> (Result<(), Exit>, String) {
+        let mut stdout = Vec::new();
+        let result = cli(args.iter().map(|a| a.to_string()), &mut stdout);
+        (result, String::from_utf8(stdout).unwrap())
+    }
+
+    fn bad(args: &[&str]) -> String {
+        match run(args) {
+            (Err(Exit { code: 2, message }), out) => {
+                assert_eq!(out, "", "nothing printed on a bad argument");
+                assert!(!message.contains('\n'), "one line: {message:?}");
+                message
+            }
+            other => panic!("{args:?}: expected exit 2, got {other:?}"),
+        }
+    }
+
+    /// The real model's path, which must exist: `$SKAINET_MODEL`, else the file
+    /// `scripts/fetch_model.sh` fetches (as `tests/common/model_file.rs` says).
+    fn model() -> String {
+        let path = match std::env::var_os("SKAINET_MODEL") {
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        };
+        assert!(
+            path.is_file(),
+            "{} is missing: run scripts/fetch_model.sh",
+            path.display()
+        );
+        path.to_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn an_unknown_flag_a_missing_value_and_a_non_number_are_bad_arguments() {
+        assert_eq!(
+            bad(&["--bogus"]),
+            "unknown argument \"--bogus\" (see --help)"
+        );
+        assert_eq!(bad(&["--layers"]), "--layers needs a value (see --help)");
+        assert_eq!(
+            bad(&["--prefix", "-3"]),
+            "--prefix: \"-3\" is not a number (see --help)"
+        );
+        assert_eq!(
+            bad(&["--layers", "two"]),
+            "--layers: \"two\" is not a number (see --help)"
+        );
+    }
+
+    #[test]
+    fn model_prefix_and_out_are_required_and_out_not_empty() {
+        assert_eq!(
+            bad(&["--prefix", "4", "--out", "unused"]),
+            "--model is required (see --help)"
+        );
+        assert_eq!(
+            bad(&["--model", "m.gguf", "--out", "unused"]),
+            "--prefix is required (see --help)"
+        );
+        assert_eq!(
+            bad(&["--model", "m.gguf", "--prefix", "4"]),
+            "--out is required (see --help)"
+        );
+        assert_eq!(
+            bad(&["--model", "m.gguf", "--out", ""]),
+            "--out: the directory must not be empty"
+        );
+    }
+
+    #[test]
+    fn zero_layers_is_a_bad_argument() {
+        let args = ["--model", "m.gguf", "--layers", "0", "--prefix", "1"];
+        assert_eq!(
+            bad(&[&args[..], &["--out", "unused"]].concat()),
+            "--layers: a model needs at least 1 block"
+        );
+    }
+
+    #[test]
+    fn more_layers_than_the_model_has_is_a_bad_argument() {
+        let model = model();
+        let args = ["--model", &model, "--layers", "31", "--prefix", "1"];
+        assert_eq!(
+            bad(&[&args[..], &["--out", "unused"]].concat()),
+            "--layers 31: the model has 30 blocks"
+        );
+    }
+
+    #[test]
+    fn a_prefix_the_prompt_has_no_next_token_for_is_a_bad_argument() {
+        let model = model();
+        let message = bad(&["--model", &model, "--prefix", "100000", "--out", "unused"]);
+        assert!(
+            message.starts_with("--prefix 100000: the fixed prompt has "),
+            "{message}"
+        );
+        assert!(message.contains("so the prefix is at most "), "{message}");
+    }
+
+    #[test]
+    fn a_file_that_is_no_model_is_a_failure_with_one_line() {
+        let path = std::env::temp_dir().join(format!("skainet-not-a-model-{}", std::process::id()));
+        std::fs::write(&path, b"not a gguf file").unwrap();
+        let args = ["--model", path.to_str().unwrap(), "--prefix", "1"];
+        let (result, out) = run(&[&args[..], &["--out", "unused"]].concat());
+        std::fs::remove_file(&path).unwrap();
+        let Err(Exit { code: 1, message }) = result else {
+            panic!("expected exit 1, got {result:?}");
+        };
+        assert!(!message.contains('\n'), "{message}");
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn help_prints_the_usage_and_succeeds() {
+        let (result, out) = run(&["--help"]);
+        assert_eq!(result, Ok(()));
+        assert!(out.starts_with("usage: export_model --model PATH"), "{out}");
+    }
+}
