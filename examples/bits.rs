@@ -18,27 +18,13 @@ use skainet_schedule::{cpu_kernels, KernelConfig};
 #[path = "bits/suite.rs"]
 mod suite;
 
-/// The triple this program was built for (`--target-name` overrides it). Cargo's `TARGET` is
-/// not given to examples, so it is rebuilt from the `cfg` of the build.
-fn triple() -> String {
-    let arch = std::env::consts::ARCH;
-    if cfg!(target_os = "wasi") {
-        format!("{arch}-wasip1")
-    } else if cfg!(all(target_os = "linux", target_env = "musl")) {
-        format!("{arch}-unknown-linux-musl")
-    } else if cfg!(target_os = "linux") {
-        format!("{arch}-unknown-linux-gnu")
-    } else if cfg!(target_os = "macos") {
-        format!("{arch}-apple-darwin")
-    } else {
-        format!("{arch}-{}", std::env::consts::OS)
-    }
-}
+#[path = "bits/triple.rs"]
+mod triple;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let triple = match args.as_slice() {
-        [] => triple(),
+        [] => triple::triple(),
         [flag, name] if flag == "--target-name" => name.clone(),
         _ => {
             eprintln!("usage: bits [--target-name <triple>]; got {args:?}");

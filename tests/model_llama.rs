@@ -19,7 +19,11 @@ use std::sync::OnceLock;
 
 use skainet_schedule::gguf::{Gguf, GgufFile};
 use skainet_schedule::model::{CacheKind, Llama, Logits, ModelError, Sampler, Sampling};
-use skainet_schedule::{dedicated, hardware, Activations, Schedule, Sequential, Tensor};
+use skainet_schedule::prelude::*;
+use skainet_schedule::{
+    cpu_kernels, dedicated, hardware, Activations, KernelConfig, Precision, Schedule, Sequential,
+    Tensor,
+};
 use writer::{GgufWriter, TensorSpec, Val};
 
 // ---- a tiny llama, written here ----
@@ -375,6 +379,110 @@ fn a_step_gives_the_bits_of_a_one_token_forward_under_every_schedule_cache_and_m
                 }
             }
         }
+    }
+}
+
+/// [`step_and_forward`] with a given [`KernelConfig`]: the prompt's logits, then `steps` greedy
+/// steps by `forward_with` of one token and by `step_with`, as bits, both ways.
+fn step_and_forward_with(
+    model: &Llama<'_>,
+    config: &KernelConfig,
+    prompt: &[u32],
+    steps: usize,
+    mode: Activations,
+) -> (Vec<u32>, Vec<u32>) {
+    let s = &Sequential;
+    let mut a = model
+        .cache(CacheKind::Positional, prompt.len() + steps)
+        .unwrap();
+    let mut b = model
+        .cache(CacheKind::Positional, prompt.len() + steps)
+        .unwrap();
+    let first = model
+        .forward_with(config, prompt, &mut a, Logits::All, mode, s)
+        .unwrap();
+    model
+        .forward_with(config, prompt, &mut b, Logits::Last, mode, s)
+        .unwrap();
+    let (mut by_forward, mut by_step) = (first.to_bits(), Vec::new());
+    let vocab = model.config().vocab;
+    let mut next = skainet_schedule::model::argmax(&first.data()[first.len() - vocab..]).unwrap();
+    for _ in 0..steps {
+        let f = model
+            .forward_with(config, &[next], &mut a, Logits::Last, mode, s)
+            .unwrap();
+        let g = model.step_with(config, next, &mut b, mode, s).unwrap();
+        by_forward.extend(f.to_bits());
+        by_step.extend(g.iter().map(|x| x.to_bits()));
+        next = skainet_schedule::model::argmax(f.data()).unwrap();
+    }
+    (by_forward, by_step)
+}
+
+#[test]
+fn every_variant_gives_the_bits_of_forward_and_step_in_portable_precision() {
+    let model = load(tiny()).unwrap();
+    let prompt = [3, 141, 7, 59, 100, 2];
+    for mode in [Activations::Exact, Activations::Q8] {
+        // The plain entry points: the selected variant, portable precision.
+        let (want, want_steps) = {
+            let mut a = model
+                .cache(CacheKind::Positional, prompt.len() + 3)
+                .unwrap();
+            let mut b = model
+                .cache(CacheKind::Positional, prompt.len() + 3)
+                .unwrap();
+            let all = model
+                .forward(&prompt, &mut a, Logits::All, mode, &Sequential)
+                .unwrap();
+            model
+                .forward(&prompt, &mut b, Logits::Last, mode, &Sequential)
+                .unwrap();
+            let mut bits = all.to_bits();
+            let mut steps = Vec::new();
+            let mut next = skainet_schedule::model::argmax(&all.data()[5 * 160..]).unwrap();
+            for _ in 0..3 {
+                let f = model
+                    .forward(&[next], &mut a, Logits::Last, mode, &Sequential)
+                    .unwrap();
+                let g = model.step(next, &mut b, mode, &Sequential).unwrap();
+                bits.extend(f.to_bits());
+                steps.extend(g.iter().map(|x| x.to_bits()));
+                next = skainet_schedule::model::argmax(f.data()).unwrap();
+            }
+            (bits, steps)
+        };
+        assert!(
+            want[6 * 160..] == want_steps[..],
+            "{mode:?}: step and forward differ"
+        );
+        let providers = cpu_kernels().providers();
+        for variant in providers.iter().filter(|p| p.is_available()) {
+            let config = KernelConfig::new(variant.clone());
+            let (f, g) = step_and_forward_with(&model, &config, &prompt, 3, mode);
+            let name = variant.name();
+            assert!(
+                f == want,
+                "{mode:?}: forward_with {name} differs from forward"
+            );
+            assert!(
+                g == want_steps,
+                "{mode:?}: step_with {name} differs from step"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_step_with_native_precision_gives_the_bits_of_a_forward_with_it() {
+    let model = load(tiny()).unwrap();
+    let config = KernelConfig::selected().with_precision(Precision::Native);
+    for mode in [Activations::Exact, Activations::Q8] {
+        let (f, g) = step_and_forward_with(&model, &config, &[3, 141, 7, 59], 4, mode);
+        assert!(
+            g[..] == f[4 * 160..],
+            "{mode:?}: step_with differs from forward_with"
+        );
     }
 }
 

@@ -235,19 +235,19 @@ impl Angles {
 /// `offset` and `theta`); otherwise it computes its own, as [`rope_interleaved`]. The same bits.
 #[cfg(feature = "model")]
 pub(crate) fn rope_interleaved_by(
+    config: &KernelConfig,
     x: TensorView<'_>,
     offset: usize,
     theta: f32,
     angles: &Angles,
     schedule: &dyn Schedule,
 ) -> Result<Tensor, KernelError> {
-    let config = KernelConfig::selected();
     let [_, _, s, hd] = shape::rope(x.shape(), offset)?;
     if angles.key != (offset, s, hd, theta.to_bits()) {
-        return rotate(&config, x, offset, theta, schedule, rope_interleaved_row);
+        return rotate(config, x, offset, theta, schedule, rope_interleaved_row);
     }
     rotate_by(
-        &config,
+        config,
         x,
         offset,
         &angles.table,
@@ -595,7 +595,8 @@ mod tests {
         let x = Tensor::new(vec![1, 2, s, hd], data).unwrap();
         let want = rope_interleaved(&x, 5, theta, &Sequential).unwrap();
         let angles = Angles::new(5, s, hd, theta).unwrap();
-        let got = rope_interleaved_by(x.view(), 5, theta, &angles, &Sequential).unwrap();
+        let config = KernelConfig::selected();
+        let got = rope_interleaved_by(&config, x.view(), 5, theta, &angles, &Sequential).unwrap();
         assert_eq!(got.to_bits(), want.to_bits());
         // Angles of another offset, length, width or base are not used.
         for other in [
@@ -604,13 +605,14 @@ mod tests {
             Angles::new(5, s, hd + 2, theta),
             Angles::new(5, s, hd, 10_000.0),
         ] {
-            let got = rope_interleaved_by(x.view(), 5, theta, &other.unwrap(), &Sequential);
+            let got =
+                rope_interleaved_by(&config, x.view(), 5, theta, &other.unwrap(), &Sequential);
             assert_eq!(got.unwrap().to_bits(), want.to_bits());
         }
         // And the shape errors are rope's.
         let odd = Tensor::new(vec![1, 1, 1, 3], vec![0.0; 3]).unwrap();
         assert_eq!(
-            rope_interleaved_by(odd.view(), 0, theta, &angles, &Sequential).unwrap_err(),
+            rope_interleaved_by(&config, odd.view(), 0, theta, &angles, &Sequential).unwrap_err(),
             rope_interleaved(&odd, 0, theta, &Sequential).unwrap_err()
         );
     }

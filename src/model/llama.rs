@@ -3,10 +3,10 @@
 //!
 //! Nothing here names a particular model: every dimension comes from `{arch}.*` metadata and
 //! the tensors present. The projections stay in the file's block formats and are multiplied by
-//! [`quant_linear`] (no f32 copy of a weight is ever made); only the small norm weights are
-//! decoded into tensors at load. Q and K rows are used as GGUF stores them, permuted for
-//! adjacent-pair rotary ([`rope_interleaved`]); the output head is `output.weight`, or the token
-//! embedding when the file ties them.
+//! [`quant_linear`](crate::quant_linear) (no f32 copy of a weight is ever made); only the small
+//! norm weights are decoded into tensors at load. Q and K rows are used as GGUF stores them,
+//! permuted for adjacent-pair rotary ([`rope_interleaved`](crate::rope_interleaved)); the
+//! output head is `output.weight`, or the token embedding when the file ties them.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -21,9 +21,9 @@ use crate::kernels::step::{
 use crate::quant::{self, GgmlType, QuantError};
 use crate::shape::SdpaDims;
 use crate::{
-    add_broadcast, quant_embedding, quant_linear, quant_linear_many, rms_norm,
-    scaled_dot_product_attention, silu_mul, Activations, KernelConfig, KernelError, KvCache,
-    QMatrix, Schedule, SdpaOptions, Tensor, TensorView,
+    add_broadcast_with, quant_embedding_with, quant_linear_many_with, quant_linear_with,
+    rms_norm_with, scaled_dot_product_attention_with, silu_mul_with, Activations, KernelConfig,
+    KernelError, KvCache, QMatrix, Schedule, SdpaOptions, Tensor, TensorView,
 };
 use std::time::{Duration, Instant};
 
@@ -519,7 +519,9 @@ impl<'a> Llama<'a> {
     /// values to `cache`, and returns the logits of `logits` of them: the last token's
     /// `[1, vocab]`, or every token's `[tokens.len(), vocab]`.
     ///
-    /// Every op runs under `schedule`; the result is bit-identical under every schedule.
+    /// Every op runs under `schedule`; the result is bit-identical under every schedule. The
+    /// kernels are the selected variant's ([`KernelConfig::selected`]);
+    /// [`forward_with`](Self::forward_with) takes a given one.
     ///
     /// # Errors
     ///
@@ -527,6 +529,27 @@ impl<'a> Llama<'a> {
     /// is computed), [`ModelError::Kernel`] when memory cannot be had.
     pub fn forward(
         &self,
+        tokens: &[u32],
+        cache: &mut LlamaCache,
+        logits: Logits,
+        mode: Activations,
+        schedule: &dyn Schedule,
+    ) -> Result<Tensor, ModelError> {
+        let config = KernelConfig::selected();
+        self.forward_with(&config, tokens, cache, logits, mode, schedule)
+    }
+
+    /// [`forward`](Self::forward) with a given [`KernelConfig`]: every op runs `config`'s
+    /// variant, in its [`Precision`](crate::Precision). In
+    /// [`Precision::Portable`](crate::Precision::Portable) (the default) the logits are the
+    /// same bits under every variant and on every target.
+    ///
+    /// # Errors
+    ///
+    /// As [`forward`](Self::forward).
+    pub fn forward_with(
+        &self,
+        config: &KernelConfig,
         tokens: &[u32],
         cache: &mut LlamaCache,
         logits: Logits,
@@ -554,7 +577,7 @@ impl<'a> Llama<'a> {
             scale: None,
             causal: true,
         };
-        let mut x = quant_embedding(tokens, &self.embd, schedule)?;
+        let mut x = quant_embedding_with(config, tokens, &self.embd, schedule)?;
         // The rotary angles of this step's positions, once for every layer's queries and keys.
         let theta = c.rope_base;
         let angles = Angles::new(offset, s, hd, theta).ok_or(KernelError::Scratch {
@@ -562,17 +585,38 @@ impl<'a> Llama<'a> {
             elements: s.saturating_mul(hd),
         })?;
         for (b, layer) in self.blocks.iter().zip(cache.layers.iter_mut()) {
-            let h = rms_norm(&x, &b.attn_norm, c.rms_eps, schedule)?;
+            let h = rms_norm_with(config, &x, &b.attn_norm, c.rms_eps, schedule)?;
             // One region (and one quantization of `h`) for the three projections.
-            let [q, k, v] = outputs(quant_linear_many(&h, &[b.wq, b.wk, b.wv], mode, schedule)?)?;
-            let q = rope_interleaved_by(heads(&q, c.heads, hd)?, offset, theta, &angles, schedule)?;
-            let k =
-                rope_interleaved_by(heads(&k, c.kv_heads, hd)?, offset, theta, &angles, schedule)?;
+            let [q, k, v] = outputs(quant_linear_many_with(
+                config,
+                &h,
+                &[b.wq, b.wk, b.wv],
+                mode,
+                schedule,
+            )?)?;
+            let q = rope_interleaved_by(
+                config,
+                heads(&q, c.heads, hd)?,
+                offset,
+                theta,
+                &angles,
+                schedule,
+            )?;
+            let k = rope_interleaved_by(
+                config,
+                heads(&k, c.kv_heads, hd)?,
+                offset,
+                theta,
+                &angles,
+                schedule,
+            )?;
             let t = Instant::now();
             layer.append(k.view(), heads(&v, c.kv_heads, hd)?)?;
             let t = cache.times.kv_cache_since(t);
             let (keys, values) = layer.keys_values();
-            let attn = scaled_dot_product_attention(&q, keys, values, None, &causal, schedule)?;
+            let attn = scaled_dot_product_attention_with(
+                config, &q, keys, values, None, &causal, schedule,
+            )?;
             cache.times.attention += t.elapsed();
             // [1, heads, s, hd] back to [s, heads·hd] for the output projection.
             let attn = attn
@@ -580,13 +624,25 @@ impl<'a> Llama<'a> {
                 .permute(&[0, 2, 1, 3])?
                 .to_tensor()?
                 .reshape(alloc::vec![s, c.heads * hd])?;
-            x = add_broadcast(&x, &quant_linear(&attn, &b.wo, mode, schedule)?, schedule)?;
-            let h = rms_norm(&x, &b.ffn_norm, c.rms_eps, schedule)?;
-            let [gate, up] = outputs(quant_linear_many(&h, &[b.w_gate, b.w_up], mode, schedule)?)?;
-            let act = silu_mul(&gate, &up, schedule)?;
-            x = add_broadcast(
+            x = add_broadcast_with(
+                config,
                 &x,
-                &quant_linear(&act, &b.w_down, mode, schedule)?,
+                &quant_linear_with(config, &attn, &b.wo, mode, schedule)?,
+                schedule,
+            )?;
+            let h = rms_norm_with(config, &x, &b.ffn_norm, c.rms_eps, schedule)?;
+            let [gate, up] = outputs(quant_linear_many_with(
+                config,
+                &h,
+                &[b.w_gate, b.w_up],
+                mode,
+                schedule,
+            )?)?;
+            let act = silu_mul_with(config, &gate, &up, schedule)?;
+            x = add_broadcast_with(
+                config,
+                &x,
+                &quant_linear_with(config, &act, &b.w_down, mode, schedule)?,
                 schedule,
             )?;
         }
@@ -595,8 +651,8 @@ impl<'a> Llama<'a> {
             Logits::Last => x.view().narrow(0, s - 1, 1)?,
             Logits::All => x.view(),
         };
-        let h = rms_norm(rows, &self.output_norm, c.rms_eps, schedule)?;
-        Ok(quant_linear(&h, &self.output, mode, schedule)?)
+        let h = rms_norm_with(config, rows, &self.output_norm, c.rms_eps, schedule)?;
+        Ok(quant_linear_with(config, &h, &self.output, mode, schedule)?)
     }
 
     /// One decode step: `token` at position `cache.len()` through the model, its keys and
@@ -607,12 +663,31 @@ impl<'a> Llama<'a> {
     /// first step has grown the activations' scratch (and each worker thread its attention
     /// scratch), a step on a [`CacheKind::Positional`] cache allocates nothing. An
     /// [`CacheKind::Append`] cache still reallocates its keys and values, as it is meant to.
+    /// The kernels are the selected variant's; [`step_with`](Self::step_with) takes a given one.
     ///
     /// # Errors
     ///
     /// As [`forward`](Self::forward).
     pub fn step<'c>(
         &self,
+        token: u32,
+        cache: &'c mut LlamaCache,
+        mode: Activations,
+        schedule: &dyn Schedule,
+    ) -> Result<&'c [f32], ModelError> {
+        let config = KernelConfig::selected();
+        self.step_with(&config, token, cache, mode, schedule)
+    }
+
+    /// [`step`](Self::step) with a given [`KernelConfig`]: the bits of
+    /// [`forward_with`](Self::forward_with)`(config, &[token], cache, Logits::Last, ..)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`forward`](Self::forward).
+    pub fn step_with<'c>(
+        &self,
+        config: &KernelConfig,
         token: u32,
         cache: &'c mut LlamaCache,
         mode: Activations,
@@ -632,7 +707,6 @@ impl<'a> Llama<'a> {
                 capacity: cache.capacity,
             });
         }
-        let config = KernelConfig::selected();
         let (hd, pos) = (c.head_dim, cache.len);
         let (nq, nkv) = (c.heads * hd, c.kv_heads * hd);
         let LlamaCache {
@@ -651,7 +725,7 @@ impl<'a> Llama<'a> {
         for (blk, layer) in self.blocks.iter().zip(layers.iter_mut()) {
             rms_norm_row(&b.x, blk.attn_norm.data(), c.rms_eps, &mut b.h);
             let qkv = [blk.wq, blk.wk, blk.wv];
-            quant_linear_row_into(&config, &b.h, &qkv, mode, schedule, &mut b.q8, &mut b.qkv)?;
+            quant_linear_row_into(config, &b.h, &qkv, mode, schedule, &mut b.q8, &mut b.qkv)?;
             let (q, rest) = b.qkv.split_at(nq);
             let (k, v) = rest.split_at(nkv);
             for (x, o) in q.chunks_exact(hd).zip(b.q.chunks_exact_mut(hd)) {
@@ -678,7 +752,7 @@ impl<'a> Llama<'a> {
                 Heads::raw(values, 0, capacity * nkv, capacity * hd),
             );
             attend_heads(
-                &config,
+                config,
                 &dims,
                 [&q, &k, &v],
                 None,
@@ -688,23 +762,23 @@ impl<'a> Llama<'a> {
             )?;
             times.attention += t.elapsed();
             let wo = [blk.wo];
-            quant_linear_row_into(&config, &b.attn, &wo, mode, schedule, &mut b.q8, &mut b.y)?;
+            quant_linear_row_into(config, &b.attn, &wo, mode, schedule, &mut b.q8, &mut b.y)?;
             add_into(&mut b.x, &b.y);
             rms_norm_row(&b.x, blk.ffn_norm.data(), c.rms_eps, &mut b.h);
             let gate_up = [blk.w_gate, blk.w_up];
             let out = &mut b.gate_up;
-            quant_linear_row_into(&config, &b.h, &gate_up, mode, schedule, &mut b.q8, out)?;
+            quant_linear_row_into(config, &b.h, &gate_up, mode, schedule, &mut b.q8, out)?;
             let (gate, up) = b.gate_up.split_at(c.ffn);
             silu_mul_row(gate, up, &mut b.act);
             let down = [blk.w_down];
-            quant_linear_row_into(&config, &b.act, &down, mode, schedule, &mut b.q8, &mut b.y)?;
+            quant_linear_row_into(config, &b.act, &down, mode, schedule, &mut b.q8, &mut b.y)?;
             add_into(&mut b.x, &b.y);
         }
         cache.len += 1;
         rms_norm_row(&b.x, self.output_norm.data(), c.rms_eps, &mut b.h);
         let head = [self.output];
         quant_linear_row_into(
-            &config,
+            config,
             &b.h,
             &head,
             mode,
