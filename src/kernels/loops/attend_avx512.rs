@@ -17,6 +17,8 @@
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 use super::super::gemm_avx512::Step;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+use core::arch::x86_64::*;
 
 /// A block kernel for the attention's two products; [`Narrow`] has none.
 pub(crate) trait Wide: Copy {
@@ -388,7 +390,6 @@ fn exp_shifted_fused(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[target_feature(enable = "avx512f")]
 unsafe fn exp_shifted_fused_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
-    use core::arch::x86_64::*;
     let len = xs.len();
     let mut c = [_mm512_setzero_ps(); 12];
     for (c, &bits) in c.iter_mut().zip(&EXP_FUSED_CONSTANTS) {
@@ -435,12 +436,7 @@ unsafe fn exp_shifted_fused_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn exp16(
-    x: core::arch::x86_64::__m512,
-    top: core::arch::x86_64::__m512,
-    c: &[core::arch::x86_64::__m512; 12],
-) -> core::arch::x86_64::__m512 {
-    use core::arch::x86_64::*;
+fn exp16(x: __m512, top: __m512, c: &[__m512; 12]) -> __m512 {
     let x = _mm512_min_ps(c[1], _mm512_max_ps(c[0], _mm512_sub_ps(x, top)));
     let nf = _mm512_sub_ps(_mm512_fmadd_ps(x, c[2], c[3]), c[3]);
     let r = _mm512_fmadd_ps(nf, c[5], _mm512_fmadd_ps(nf, c[4], x));
@@ -498,93 +494,14 @@ impl Wide for Avx512Attend {
             && (hd - 1)
                 .checked_mul(kt_stride)
                 .and_then(|at| at.checked_add(done))
-                .is_some_and(|len| len <= kt.len())
-            // Byte strides fit an address register.
-            && [hd, kt_stride]
-                .iter()
-                .all(|&s| s.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize));
+                .is_some_and(|len| len <= kt.len());
         if !fits {
             return 0;
         }
-        for j in (0..done).step_by(16) {
-            for d in (0..hd).step_by(16) {
-                let src = keys[j * hd + d..].as_ptr();
-                let dst = kt[d * kt_stride + j..].as_mut_ptr();
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
-                // `keys[(j + r)·hd + d..][..16]` and writes `kt[(d + c)·kt_stride + j..][..16]`
-                // for `r, c < 16`: inside the slices, as checked above (`j + 16 <= done`,
-                // `d + 16 <= hd`). It touches no other memory and no stack; every vector
-                // register it uses is call-clobbered (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        // Rows in, then pairs of lanes, pairs of pairs, and 128-bit quarters
-                        // swapped in two rounds: register c ends holding column d + c.
-                        "mov rax, {src}",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
-                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
-                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
-                        "vunpcklps zmm30, zmm14, zmm15", "vunpckhps zmm31, zmm14, zmm15",
-                        "vunpcklpd zmm0, zmm16, zmm18", "vunpckhpd zmm1, zmm16, zmm18", "vunpcklpd zmm2, zmm17, zmm19", "vunpckhpd zmm3, zmm17, zmm19",
-                        "vunpcklpd zmm4, zmm20, zmm22", "vunpckhpd zmm5, zmm20, zmm22", "vunpcklpd zmm6, zmm21, zmm23", "vunpckhpd zmm7, zmm21, zmm23",
-                        "vunpcklpd zmm8, zmm24, zmm26", "vunpckhpd zmm9, zmm24, zmm26", "vunpcklpd zmm10, zmm25, zmm27", "vunpckhpd zmm11, zmm25, zmm27",
-                        "vunpcklpd zmm12, zmm28, zmm30", "vunpckhpd zmm13, zmm28, zmm30", "vunpcklpd zmm14, zmm29, zmm31", "vunpckhpd zmm15, zmm29, zmm31",
-                        "vshuff32x4 zmm16, zmm0, zmm4, 0x88", "vshuff32x4 zmm20, zmm0, zmm4, 0xdd", "vshuff32x4 zmm24, zmm8, zmm12, 0x88", "vshuff32x4 zmm28, zmm8, zmm12, 0xdd",
-                        "vshuff32x4 zmm17, zmm1, zmm5, 0x88", "vshuff32x4 zmm21, zmm1, zmm5, 0xdd", "vshuff32x4 zmm25, zmm9, zmm13, 0x88", "vshuff32x4 zmm29, zmm9, zmm13, 0xdd",
-                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm22, zmm2, zmm6, 0xdd", "vshuff32x4 zmm26, zmm10, zmm14, 0x88", "vshuff32x4 zmm30, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm19, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd", "vshuff32x4 zmm27, zmm11, zmm15, 0x88", "vshuff32x4 zmm31, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm0, zmm16, zmm24, 0x88", "vshuff32x4 zmm8, zmm16, zmm24, 0xdd", "vshuff32x4 zmm4, zmm20, zmm28, 0x88", "vshuff32x4 zmm12, zmm20, zmm28, 0xdd",
-                        "vshuff32x4 zmm1, zmm17, zmm25, 0x88", "vshuff32x4 zmm9, zmm17, zmm25, 0xdd", "vshuff32x4 zmm5, zmm21, zmm29, 0x88", "vshuff32x4 zmm13, zmm21, zmm29, 0xdd",
-                        "vshuff32x4 zmm2, zmm18, zmm26, 0x88", "vshuff32x4 zmm10, zmm18, zmm26, 0xdd", "vshuff32x4 zmm6, zmm22, zmm30, 0x88", "vshuff32x4 zmm14, zmm22, zmm30, 0xdd",
-                        "vshuff32x4 zmm3, zmm19, zmm27, 0x88", "vshuff32x4 zmm11, zmm19, zmm27, 0xdd", "vshuff32x4 zmm7, zmm23, zmm31, 0x88", "vshuff32x4 zmm15, zmm23, zmm31, 0xdd",
-                        "mov rax, {dst}",
-                        "vmovups [rax], zmm0", "add rax, {ds}",
-                        "vmovups [rax], zmm1", "add rax, {ds}",
-                        "vmovups [rax], zmm2", "add rax, {ds}",
-                        "vmovups [rax], zmm3", "add rax, {ds}",
-                        "vmovups [rax], zmm4", "add rax, {ds}",
-                        "vmovups [rax], zmm5", "add rax, {ds}",
-                        "vmovups [rax], zmm6", "add rax, {ds}",
-                        "vmovups [rax], zmm7", "add rax, {ds}",
-                        "vmovups [rax], zmm8", "add rax, {ds}",
-                        "vmovups [rax], zmm9", "add rax, {ds}",
-                        "vmovups [rax], zmm10", "add rax, {ds}",
-                        "vmovups [rax], zmm11", "add rax, {ds}",
-                        "vmovups [rax], zmm12", "add rax, {ds}",
-                        "vmovups [rax], zmm13", "add rax, {ds}",
-                        "vmovups [rax], zmm14", "add rax, {ds}",
-                        "vmovups [rax], zmm15", "add rax, {ds}",
-                        "vzeroupper",
-                        src = in(reg) src,
-                        dst = in(reg) dst,
-                        ss = in(reg) hd * 4,
-                        ds = in(reg) kt_stride * 4,
-                        out("rax") _,
-                        clobber_abi("C"),
-                        options(nostack),
-                    )
-                }
-            }
-        }
+        // SAFETY: the token exists only where AVX-512F was detected; `done` and `hd` are
+        // multiples of 16, `keys` holds `done·hd` values and `kt` `(hd - 1)·kt_stride + done`,
+        // as just checked.
+        unsafe { pack_keys_avx512(keys, hd, done, kt, kt_stride) };
         done
     }
 
@@ -1908,6 +1825,80 @@ impl Wide for Avx512Attend {
     ) -> bool {
         self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true, &[])
     }
+}
+
+/// [`Wide::pack_keys`] over the first `done` keys: per 16 keys and 16 dimensions, the 16 key
+/// rows in, [`transpose16`], the 16 columns out.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `done` and `hd` are multiples of 16, `keys` holds at least `done·hd`
+/// values and `kt` at least `(hd - 1)·kt_stride + done`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_keys_avx512(keys: &[f32], hd: usize, done: usize, kt: &mut [f32], kt_stride: usize) {
+    debug_assert!(done * hd <= keys.len() && (hd - 1) * kt_stride + done <= kt.len());
+    let (src, dst) = (keys.as_ptr(), kt.as_mut_ptr());
+    for j in (0..done).step_by(16) {
+        for d in (0..hd).step_by(16) {
+            let mut rows = [_mm512_setzero_ps(); 16];
+            for (r, row) in rows.iter_mut().enumerate() {
+                // SAFETY: `keys[(j + r)·hd + d..][..16]`, inside `keys` since `j + r < done`
+                // and `d + 16 <= hd` (the caller's lengths).
+                *row = unsafe { _mm512_loadu_ps(src.add((j + r) * hd + d)) };
+            }
+            for (c, column) in transpose16(&rows).iter().enumerate() {
+                // SAFETY: `kt[(d + c)·kt_stride + j..][..16]`, inside `kt` since `d + c < hd`
+                // and `j + 16 <= done`.
+                unsafe { _mm512_storeu_ps(dst.add((d + c) * kt_stride + j), *column) };
+            }
+        }
+    }
+}
+
+/// The 16 × 16 transpose of `rows`: lane `r` of column `c` is lane `c` of row `r`. Pairs of
+/// rows interleaved value by value (`vunpcklps`, `vunpckhps`), then pair by pair
+/// (`vunpcklpd`, `vunpckhpd`), then their 128-bit quarters exchanged in two rounds
+/// (`vshuff32x4`): moves only, exact.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn transpose16(rows: &[__m512; 16]) -> [__m512; 16] {
+    // a[2i], a[2i + 1]: rows 2i and 2i + 1 interleaved, the low then the high half of each
+    // 128-bit quarter.
+    let mut a = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        a[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
+    }
+    // b[4g + j]: in quarter `l`, column 4l + j of rows 4g..4g + 4.
+    let mut b = [_mm512_setzero_ps(); 16];
+    for g in 0..4 {
+        let (p, q) = (_mm512_castps_pd(a[4 * g]), _mm512_castps_pd(a[4 * g + 1]));
+        let (r, s) = (
+            _mm512_castps_pd(a[4 * g + 2]),
+            _mm512_castps_pd(a[4 * g + 3]),
+        );
+        b[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(p, r));
+        b[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(p, r));
+        b[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(q, s));
+        b[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(q, s));
+    }
+    // c[j], c[4 + j]: columns j and 8 + j, and 4 + j and 12 + j, of rows 0..8; c[8 + j],
+    // c[12 + j] the same of rows 8..16.
+    let mut c = [_mm512_setzero_ps(); 16];
+    for j in 0..4 {
+        c[j] = _mm512_shuffle_f32x4::<0x88>(b[j], b[4 + j]);
+        c[4 + j] = _mm512_shuffle_f32x4::<0xdd>(b[j], b[4 + j]);
+        c[8 + j] = _mm512_shuffle_f32x4::<0x88>(b[8 + j], b[12 + j]);
+        c[12 + j] = _mm512_shuffle_f32x4::<0xdd>(b[8 + j], b[12 + j]);
+    }
+    let mut columns = [_mm512_setzero_ps(); 16];
+    for j in 0..8 {
+        columns[j] = _mm512_shuffle_f32x4::<0x88>(c[j], c[8 + j]);
+        columns[8 + j] = _mm512_shuffle_f32x4::<0xdd>(c[j], c[8 + j]);
+    }
+    columns
 }
 
 /// The fused product from zero over `16·chunks` columns, `chunks` in `1..=3`: the loop of
