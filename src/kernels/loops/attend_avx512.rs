@@ -321,47 +321,47 @@ fn reach(len: usize, step: usize, row: usize, width: usize) -> Option<usize> {
         .checked_add(width)
 }
 
-/// The constants of [`exp`](super::super::exp::exp) in the order the assembly reads them
-/// (byte offset `4·i`), each broadcast to 16 lanes from memory.
+/// The constants of [`exp`](super::super::exp::exp) in the order [`exp16_portable`] uses
+/// them (`c[i]`, each broadcast to 16 lanes).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 static EXP_CONSTANTS: [u32; 16] = {
     use super::super::exp::{EXP_MAX_ARG, EXP_MIN_ARG};
     [
         EXP_MIN_ARG.to_bits(),               // 0
-        EXP_MAX_ARG.to_bits(),               // 4
-        core::f32::consts::LOG2_E.to_bits(), // 8
-        12_582_912.0f32.to_bits(),           // 12: the rounding constant 1.5 · 2²³
-        0.693_359_4f32.to_bits(),            // 16: ln 2, high part
-        (-2.121_944_4e-4f32).to_bits(),      // 20: ln 2, low part
-        1.987_569_1e-4f32.to_bits(),         // 24: the polynomial, highest degree first
-        1.398_199_9e-3f32.to_bits(),         // 28
-        8.333_452e-3f32.to_bits(),           // 32
-        4.166_579_6e-2f32.to_bits(),         // 36
-        0.166_666_65f32.to_bits(),           // 40
-        0.5f32.to_bits(),                    // 44
-        1.0f32.to_bits(),                    // 48
-        127,                                 // 52: the exponent bias, an integer
-        f32::INFINITY.to_bits(),             // 56
-        0x7fc0_0000,                         // 60: f32::NAN
+        EXP_MAX_ARG.to_bits(),               // 1
+        core::f32::consts::LOG2_E.to_bits(), // 2
+        12_582_912.0f32.to_bits(),           // 3: the rounding constant 1.5 · 2²³
+        0.693_359_4f32.to_bits(),            // 4: ln 2, high part
+        (-2.121_944_4e-4f32).to_bits(),      // 5: ln 2, low part
+        1.987_569_1e-4f32.to_bits(),         // 6: the polynomial, highest degree first
+        1.398_199_9e-3f32.to_bits(),         // 7
+        8.333_452e-3f32.to_bits(),           // 8
+        4.166_579_6e-2f32.to_bits(),         // 9
+        0.166_666_65f32.to_bits(),           // 10
+        0.5f32.to_bits(),                    // 11
+        1.0f32.to_bits(),                    // 12
+        127,                                 // 13: the exponent bias, an integer
+        f32::INFINITY.to_bits(),             // 14
+        0x7fc0_0000,                         // 15: f32::NAN
     ]
 };
 
-/// The constants of the native mode's `exp` ([`exp_shifted_fused`]), in the order the assembly
-/// broadcasts them (byte offset `4·i`).
+/// The constants of the native mode's `exp` ([`exp_shifted_fused`]), in the order [`exp16`]
+/// uses them (`c[i]`, each broadcast to 16 lanes).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 static EXP_FUSED_CONSTANTS: [u32; 12] = [
     (-104.0f32).to_bits(),               // 0: below it e^x < 2^-150 rounds to +0.0
-    89.0f32.to_bits(),                   // 4: above it e^x overflows to +inf
-    core::f32::consts::LOG2_E.to_bits(), // 8
-    12_582_912.0f32.to_bits(),           // 12: the rounding constant 1.5 · 2²³
-    (-0.693_359_4f32).to_bits(),         // 16: -ln 2, high part (few bits: n · it is exact)
-    2.121_944_4e-4f32.to_bits(),         // 20: -ln 2, low part
-    0x3c07_d407,                         // 24: the polynomial, degree 5 down to 1
-    0x3d2b_9d43,                         // 28
-    0x3e2a_ad36,                         // 32
-    0x3eff_fee2,                         // 36
-    0x3f7f_fffb,                         // 40
-    1.0f32.to_bits(),                    // 44: degree 0, exactly 1 so that e^0 = 1
+    89.0f32.to_bits(),                   // 1: above it e^x overflows to +inf
+    core::f32::consts::LOG2_E.to_bits(), // 2
+    12_582_912.0f32.to_bits(),           // 3: the rounding constant 1.5 · 2²³
+    (-0.693_359_4f32).to_bits(),         // 4: -ln 2, high part (few bits: n · it is exact)
+    2.121_944_4e-4f32.to_bits(),         // 5: -ln 2, low part
+    0x3c07_d407,                         // 6: the polynomial, degree 5 down to 1
+    0x3d2b_9d43,                         // 7
+    0x3e2a_ad36,                         // 8
+    0x3eff_fee2,                         // 9
+    0x3f7f_fffb,                         // 10
+    1.0f32.to_bits(),                    // 11: degree 0, exactly 1 so that e^0 = 1
 ];
 
 /// The native mode's `xs[j] = e^(xs[j] - top)` over all of `xs` (a masked last chunk), adding
@@ -448,6 +448,133 @@ fn exp16(x: __m512, top: __m512, c: &[__m512; 12]) -> __m512 {
     _mm512_scalef_ps(p, nf)
 }
 
+/// The portable mode's `xs[j] = exp(xs[j] - top)` over `xs`, whole chunks of 16, adding each
+/// chunk's low then high eight results to `lanes`, chunk after chunk, as `sum` adds 8-lane
+/// chunks in increasing order. Four chunks a pass, then two, then one ([`exp16_portable`]):
+/// each chunk is one long chain of dependent steps, which alone would leave the units idle.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `xs.len()` is a multiple of 16.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_shifted_portable_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) {
+    debug_assert!(xs.len().is_multiple_of(16));
+    let top = _mm512_set1_ps(top);
+    // SAFETY: `lanes` is 8 values.
+    let mut sum = unsafe { _mm256_loadu_ps(lanes.as_ptr()) };
+    let mut quads = xs.chunks_exact_mut(64);
+    for quad in &mut quads {
+        // SAFETY: 64 values of the slice.
+        sum = unsafe { exp_chunks::<4>(quad.as_mut_ptr(), top, sum) };
+    }
+    let mut rest = quads.into_remainder();
+    if rest.len() >= 32 {
+        // SAFETY: 32 values of the slice.
+        sum = unsafe { exp_chunks::<2>(rest.as_mut_ptr(), top, sum) };
+        rest = &mut rest[32..];
+    }
+    if rest.len() == 16 {
+        // SAFETY: 16 values of the slice.
+        sum = unsafe { exp_chunks::<1>(rest.as_mut_ptr(), top, sum) };
+    }
+    // SAFETY: `lanes` is 8 values.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+}
+
+/// `N` chunks of [`exp_shifted_portable_avx512`]: `xs[..16·N]` replaced by their
+/// `exp(x - top)`, each chunk's low then high eight added to `sum`, which is returned.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `xs` points to `16·N` values, read and written.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn exp_chunks<const N: usize>(xs: *mut f32, top: __m512, mut sum: __m256) -> __m256 {
+    let mut x = [_mm512_setzero_ps(); N];
+    for (i, x) in x.iter_mut().enumerate() {
+        // SAFETY: chunk `i < N` of the caller's `16·N` values.
+        *x = _mm512_sub_ps(unsafe { _mm512_loadu_ps(xs.add(16 * i)) }, top);
+    }
+    let y = exp16_portable(&x);
+    for (i, &y) in y.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_ps(xs.add(16 * i), y) };
+    }
+    for y in y {
+        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(y));
+        let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(y));
+        sum = _mm256_add_ps(sum, _mm256_castpd_ps(high));
+    }
+    sum
+}
+
+/// The portable [`exp`](super::super::exp::exp) of `N` chunks of 16 lanes, the chunks' steps
+/// side by side: each step is one IEEE operation of `exp`, in its order, rounded alone (no
+/// fused multiply-add), so every lane gets `exp`'s bits. With `c` = [`EXP_CONSTANTS`]: `xc =
+/// clamp(x)` (for NaN `x`, any value: the NaN is selected at the end); `t = xc·log2 e +
+/// magic`, `n = bits(t) - bits(magic)`, `nf = t - magic`; `r = (xc - nf·ln2_hi) - nf·ln2_lo`;
+/// `p = ((((c6·r + c7)·r + c8)·r + c9)·r + c10)·r + c11`; `er = (p·(r·r) + r) + 1`; `half =
+/// n >> 1`, `a = (half + 127) << 23`, `b = (n - half + 127) << 23`; `y = (er·a)·b`; then on
+/// `x`: below the range `+0.0`, above it `+inf`, NaN the NaN.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn exp16_portable<const N: usize>(x: &[__m512; N]) -> [__m512; N] {
+    let mut c = [_mm512_setzero_ps(); 16];
+    for (c, &bits) in c.iter_mut().zip(&EXP_CONSTANTS) {
+        *c = _mm512_set1_ps(f32::from_bits(bits));
+    }
+    let (magic, bias) = (_mm512_castps_si512(c[3]), _mm512_castps_si512(c[13]));
+    let mut xc = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        xc[i] = _mm512_min_ps(_mm512_max_ps(x[i], c[0]), c[1]);
+    }
+    let mut t = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        t[i] = _mm512_add_ps(_mm512_mul_ps(xc[i], c[2]), c[3]);
+    }
+    let mut n = [_mm512_setzero_si512(); N];
+    for i in 0..N {
+        n[i] = _mm512_sub_epi32(_mm512_castps_si512(t[i]), magic);
+    }
+    let mut r = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        let nf = _mm512_sub_ps(t[i], c[3]);
+        let hi = _mm512_sub_ps(xc[i], _mm512_mul_ps(nf, c[4]));
+        r[i] = _mm512_sub_ps(hi, _mm512_mul_ps(nf, c[5]));
+    }
+    let mut p = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        p[i] = _mm512_add_ps(_mm512_mul_ps(c[6], r[i]), c[7]);
+    }
+    for c in &c[8..12] {
+        for i in 0..N {
+            p[i] = _mm512_add_ps(_mm512_mul_ps(p[i], r[i]), *c);
+        }
+    }
+    let mut y = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        let er = _mm512_mul_ps(p[i], _mm512_mul_ps(r[i], r[i]));
+        let er = _mm512_add_ps(_mm512_add_ps(er, r[i]), c[12]);
+        let half = _mm512_srai_epi32::<1>(n[i]);
+        let a = _mm512_slli_epi32::<23>(_mm512_add_epi32(half, bias));
+        let b = _mm512_slli_epi32::<23>(_mm512_add_epi32(_mm512_sub_epi32(n[i], half), bias));
+        let v = _mm512_mul_ps(
+            _mm512_mul_ps(er, _mm512_castsi512_ps(a)),
+            _mm512_castsi512_ps(b),
+        );
+        let below = _mm512_cmp_ps_mask::<_CMP_LT_OS>(x[i], c[0]);
+        let above = _mm512_cmp_ps_mask::<_CMP_GT_OS>(x[i], c[1]);
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x[i], x[i]);
+        let v = _mm512_mask_mov_ps(v, below, _mm512_setzero_ps());
+        let v = _mm512_mask_mov_ps(v, above, c[14]);
+        y[i] = _mm512_mask_mov_ps(v, nan, c[15]);
+    }
+    y
+}
+
 /// The largest relative error of the native mode's `exp` ([`exp_fused_reference`]) against
 /// f64 `exp`, for results that are normal f32 (the sweep of
 /// `fused_exp_is_within_its_bound_of_f64_exp_wherever_the_result_is_normal` measures
@@ -456,7 +583,7 @@ fn exp16(x: __m512, top: __m512, c: &[__m512; 12]) -> __m512 {
 pub(crate) const EXP_FUSED_MAX_REL_ERROR: f64 = 3.0e-7;
 
 /// What [`exp_shifted_fused`] computes for one lane, step by step in scalar code: the
-/// specification its tests hold the assembly to.
+/// specification its tests hold the vector code to.
 #[cfg(all(test, target_arch = "x86_64", feature = "std"))]
 pub(crate) fn exp_fused_reference(x: f32) -> f32 {
     let c = EXP_FUSED_CONSTANTS.map(f32::from_bits);
@@ -510,379 +637,14 @@ impl Wide for Avx512Attend {
         if let Step::Fused = self.step {
             return exp_shifted_fused(xs, top, lanes);
         }
-        let chunks = xs.len() / 16;
-        if chunks == 0 {
+        let done = xs.len() - xs.len() % 16;
+        if done == 0 {
             return 0;
         }
-        // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
-        // writes `xs[..16·chunks]`, inside the slice, reads the 16 constants and reads and
-        // writes the 8 values of `lanes`; it touches no other memory and no stack, and every
-        // vector and mask register it uses is call-clobbered (`clobber_abi`). Each step is one
-        // IEEE operation of `exp`, in its order, rounded alone (no fused multiply-add), so
-        // every lane gets `exp`'s bits; the sum adds each chunk's low then high eight lanes,
-        // chunk after chunk, as `sum` adds 8-lane chunks in increasing order.
-        unsafe {
-            core::arch::asm!(
-                "vbroadcastss zmm24, {top:x}",
-                "vmovups ymm25, [{acc}]",
-                "vbroadcastss zmm26, dword ptr [{c}]",
-                "vbroadcastss zmm27, dword ptr [{c} + 4]",
-                "vbroadcastss zmm28, dword ptr [{c} + 12]",
-                "vbroadcastss zmm29, dword ptr [{c} + 52]",
-                "vbroadcastss zmm30, dword ptr [{c} + 56]",
-                "vbroadcastss zmm31, dword ptr [{c} + 60]",
-                "cmp rcx, 4",
-                "jb 3f",
-                // Four chunks a pass, their steps interleaved one by one: each chunk is one
-                // long chain of dependent steps, which alone would leave the units idle. Per
-                // chunk (registers 6i to 6i + 5: x, xc, n, r, p, t): x = xs - top; xc =
-                // clamp(x) (for NaN x, any value: the NaN is selected below); t = xc·log2 e +
-                // magic, n = bits(t) - bits(magic), nf = t - magic; r = (xc - nf·ln2_hi) -
-                // nf·ln2_lo; p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5; er = (p·(r·r) +
-                // r) + 1; half = n >> 1, a = (half + 127) << 23, b = (n - half + 127) << 23;
-                // y = (er·a)·b; then on x: below the range +0.0 (p xor p), above it +inf, NaN
-                // the NaN; the store; the sum's low then high eight lanes, chunk by chunk.
-                "2:",
-                "vmovups zmm0, [rsi + 0]",
-                "vmovups zmm6, [rsi + 64]",
-                "vmovups zmm12, [rsi + 128]",
-                "vmovups zmm18, [rsi + 192]",
-                "vsubps zmm0, zmm0, zmm24",
-                "vsubps zmm6, zmm6, zmm24",
-                "vsubps zmm12, zmm12, zmm24",
-                "vsubps zmm18, zmm18, zmm24",
-                "vmaxps zmm1, zmm0, zmm26",
-                "vmaxps zmm7, zmm6, zmm26",
-                "vmaxps zmm13, zmm12, zmm26",
-                "vmaxps zmm19, zmm18, zmm26",
-                "vminps zmm1, zmm1, zmm27",
-                "vminps zmm7, zmm7, zmm27",
-                "vminps zmm13, zmm13, zmm27",
-                "vminps zmm19, zmm19, zmm27",
-                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm16, zmm13, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm22, zmm19, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm4, zmm4, zmm28",
-                "vaddps zmm10, zmm10, zmm28",
-                "vaddps zmm16, zmm16, zmm28",
-                "vaddps zmm22, zmm22, zmm28",
-                "vpsubd zmm2, zmm4, zmm28",
-                "vpsubd zmm8, zmm10, zmm28",
-                "vpsubd zmm14, zmm16, zmm28",
-                "vpsubd zmm20, zmm22, zmm28",
-                "vsubps zmm4, zmm4, zmm28",
-                "vsubps zmm10, zmm10, zmm28",
-                "vsubps zmm16, zmm16, zmm28",
-                "vsubps zmm22, zmm22, zmm28",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm17, zmm16, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm23, zmm22, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm1, zmm1, zmm5",
-                "vsubps zmm7, zmm7, zmm11",
-                "vsubps zmm13, zmm13, zmm17",
-                "vsubps zmm19, zmm19, zmm23",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm17, zmm16, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm23, zmm22, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm3, zmm1, zmm5",
-                "vsubps zmm9, zmm7, zmm11",
-                "vsubps zmm15, zmm13, zmm17",
-                "vsubps zmm21, zmm19, zmm23",
-                "vbroadcastss zmm4, dword ptr [{c} + 24]",
-                "vbroadcastss zmm10, dword ptr [{c} + 24]",
-                "vbroadcastss zmm16, dword ptr [{c} + 24]",
-                "vbroadcastss zmm22, dword ptr [{c} + 24]",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 44]{{1to16}}",
-                "vmulps zmm5, zmm3, zmm3",
-                "vmulps zmm11, zmm9, zmm9",
-                "vmulps zmm17, zmm15, zmm15",
-                "vmulps zmm23, zmm21, zmm21",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vmulps zmm16, zmm16, zmm17",
-                "vmulps zmm22, zmm22, zmm23",
-                "vaddps zmm4, zmm4, zmm3",
-                "vaddps zmm10, zmm10, zmm9",
-                "vaddps zmm16, zmm16, zmm15",
-                "vaddps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 48]{{1to16}}",
-                "vpsrad zmm5, zmm2, 1",
-                "vpsrad zmm11, zmm8, 1",
-                "vpsrad zmm17, zmm14, 1",
-                "vpsrad zmm23, zmm20, 1",
-                "vpsubd zmm2, zmm2, zmm5",
-                "vpsubd zmm8, zmm8, zmm11",
-                "vpsubd zmm14, zmm14, zmm17",
-                "vpsubd zmm20, zmm20, zmm23",
-                "vpaddd zmm5, zmm5, zmm29",
-                "vpaddd zmm11, zmm11, zmm29",
-                "vpaddd zmm17, zmm17, zmm29",
-                "vpaddd zmm23, zmm23, zmm29",
-                "vpslld zmm5, zmm5, 23",
-                "vpslld zmm11, zmm11, 23",
-                "vpslld zmm17, zmm17, 23",
-                "vpslld zmm23, zmm23, 23",
-                "vpaddd zmm2, zmm2, zmm29",
-                "vpaddd zmm8, zmm8, zmm29",
-                "vpaddd zmm14, zmm14, zmm29",
-                "vpaddd zmm20, zmm20, zmm29",
-                "vpslld zmm2, zmm2, 23",
-                "vpslld zmm8, zmm8, 23",
-                "vpslld zmm14, zmm14, 23",
-                "vpslld zmm20, zmm20, 23",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vmulps zmm16, zmm16, zmm17",
-                "vmulps zmm22, zmm22, zmm23",
-                "vmulps zmm4, zmm4, zmm2",
-                "vmulps zmm10, zmm10, zmm8",
-                "vmulps zmm16, zmm16, zmm14",
-                "vmulps zmm22, zmm22, zmm20",
-                "vcmpps k1, zmm0, zmm26, 1",
-                "vcmpps k2, zmm0, zmm27, 14",
-                "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm4 {{k1}}, zmm4, zmm4",
-                "vmovaps zmm4 {{k2}}, zmm30",
-                "vmovaps zmm4 {{k3}}, zmm31",
-                "vmovups [rsi + 0], zmm4",
-                "vcmpps k1, zmm6, zmm26, 1",
-                "vcmpps k2, zmm6, zmm27, 14",
-                "vcmpps k3, zmm6, zmm6, 3",
-                "vpxord zmm10 {{k1}}, zmm10, zmm10",
-                "vmovaps zmm10 {{k2}}, zmm30",
-                "vmovaps zmm10 {{k3}}, zmm31",
-                "vmovups [rsi + 64], zmm10",
-                "vcmpps k1, zmm12, zmm26, 1",
-                "vcmpps k2, zmm12, zmm27, 14",
-                "vcmpps k3, zmm12, zmm12, 3",
-                "vpxord zmm16 {{k1}}, zmm16, zmm16",
-                "vmovaps zmm16 {{k2}}, zmm30",
-                "vmovaps zmm16 {{k3}}, zmm31",
-                "vmovups [rsi + 128], zmm16",
-                "vcmpps k1, zmm18, zmm26, 1",
-                "vcmpps k2, zmm18, zmm27, 14",
-                "vcmpps k3, zmm18, zmm18, 3",
-                "vpxord zmm22 {{k1}}, zmm22, zmm22",
-                "vmovaps zmm22 {{k2}}, zmm30",
-                "vmovaps zmm22 {{k3}}, zmm31",
-                "vmovups [rsi + 192], zmm22",
-                "vaddps ymm25, ymm25, ymm4",
-                "vextractf64x4 ymm5, zmm4, 1",
-                "vaddps ymm25, ymm25, ymm5",
-                "vaddps ymm25, ymm25, ymm10",
-                "vextractf64x4 ymm11, zmm10, 1",
-                "vaddps ymm25, ymm25, ymm11",
-                "vaddps ymm25, ymm25, ymm16",
-                "vextractf64x4 ymm17, zmm16, 1",
-                "vaddps ymm25, ymm25, ymm17",
-                "vaddps ymm25, ymm25, ymm22",
-                "vextractf64x4 ymm23, zmm22, 1",
-                "vaddps ymm25, ymm25, ymm23",
-                "add rsi, 256",
-                "sub rcx, 4",
-                "cmp rcx, 4",
-                "jae 2b",
-                "3:",
-                "cmp rcx, 2",
-                "jb 5f",
-                "vmovups zmm0, [rsi + 0]",
-                "vmovups zmm6, [rsi + 64]",
-                "vsubps zmm0, zmm0, zmm24",
-                "vsubps zmm6, zmm6, zmm24",
-                "vmaxps zmm1, zmm0, zmm26",
-                "vmaxps zmm7, zmm6, zmm26",
-                "vminps zmm1, zmm1, zmm27",
-                "vminps zmm7, zmm7, zmm27",
-                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm4, zmm4, zmm28",
-                "vaddps zmm10, zmm10, zmm28",
-                "vpsubd zmm2, zmm4, zmm28",
-                "vpsubd zmm8, zmm10, zmm28",
-                "vsubps zmm4, zmm4, zmm28",
-                "vsubps zmm10, zmm10, zmm28",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm1, zmm1, zmm5",
-                "vsubps zmm7, zmm7, zmm11",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm3, zmm1, zmm5",
-                "vsubps zmm9, zmm7, zmm11",
-                "vbroadcastss zmm4, dword ptr [{c} + 24]",
-                "vbroadcastss zmm10, dword ptr [{c} + 24]",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
-                "vmulps zmm5, zmm3, zmm3",
-                "vmulps zmm11, zmm9, zmm9",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vaddps zmm4, zmm4, zmm3",
-                "vaddps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
-                "vpsrad zmm5, zmm2, 1",
-                "vpsrad zmm11, zmm8, 1",
-                "vpsubd zmm2, zmm2, zmm5",
-                "vpsubd zmm8, zmm8, zmm11",
-                "vpaddd zmm5, zmm5, zmm29",
-                "vpaddd zmm11, zmm11, zmm29",
-                "vpslld zmm5, zmm5, 23",
-                "vpslld zmm11, zmm11, 23",
-                "vpaddd zmm2, zmm2, zmm29",
-                "vpaddd zmm8, zmm8, zmm29",
-                "vpslld zmm2, zmm2, 23",
-                "vpslld zmm8, zmm8, 23",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vmulps zmm4, zmm4, zmm2",
-                "vmulps zmm10, zmm10, zmm8",
-                "vcmpps k1, zmm0, zmm26, 1",
-                "vcmpps k2, zmm0, zmm27, 14",
-                "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm4 {{k1}}, zmm4, zmm4",
-                "vmovaps zmm4 {{k2}}, zmm30",
-                "vmovaps zmm4 {{k3}}, zmm31",
-                "vmovups [rsi + 0], zmm4",
-                "vcmpps k1, zmm6, zmm26, 1",
-                "vcmpps k2, zmm6, zmm27, 14",
-                "vcmpps k3, zmm6, zmm6, 3",
-                "vpxord zmm10 {{k1}}, zmm10, zmm10",
-                "vmovaps zmm10 {{k2}}, zmm30",
-                "vmovaps zmm10 {{k3}}, zmm31",
-                "vmovups [rsi + 64], zmm10",
-                "vaddps ymm25, ymm25, ymm4",
-                "vextractf64x4 ymm5, zmm4, 1",
-                "vaddps ymm25, ymm25, ymm5",
-                "vaddps ymm25, ymm25, ymm10",
-                "vextractf64x4 ymm11, zmm10, 1",
-                "vaddps ymm25, ymm25, ymm11",
-                "add rsi, 128",
-                "sub rcx, 2",
-                "5:",
-                "test rcx, rcx",
-                "jz 4f",
-                "vmovups zmm0, [rsi + 0]",
-                "vsubps zmm0, zmm0, zmm24",
-                "vmaxps zmm1, zmm0, zmm26",
-                "vminps zmm1, zmm1, zmm27",
-                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm4, zmm4, zmm28",
-                "vpsubd zmm2, zmm4, zmm28",
-                "vsubps zmm4, zmm4, zmm28",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm1, zmm1, zmm5",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm3, zmm1, zmm5",
-                "vbroadcastss zmm4, dword ptr [{c} + 24]",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
-                "vmulps zmm5, zmm3, zmm3",
-                "vmulps zmm4, zmm4, zmm5",
-                "vaddps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
-                "vpsrad zmm5, zmm2, 1",
-                "vpsubd zmm2, zmm2, zmm5",
-                "vpaddd zmm5, zmm5, zmm29",
-                "vpslld zmm5, zmm5, 23",
-                "vpaddd zmm2, zmm2, zmm29",
-                "vpslld zmm2, zmm2, 23",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm4, zmm4, zmm2",
-                "vcmpps k1, zmm0, zmm26, 1",
-                "vcmpps k2, zmm0, zmm27, 14",
-                "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm4 {{k1}}, zmm4, zmm4",
-                "vmovaps zmm4 {{k2}}, zmm30",
-                "vmovaps zmm4 {{k3}}, zmm31",
-                "vmovups [rsi + 0], zmm4",
-                "vaddps ymm25, ymm25, ymm4",
-                "vextractf64x4 ymm5, zmm4, 1",
-                "vaddps ymm25, ymm25, ymm5",
-                "4:",
-                "vmovups [{acc}], ymm25",
-                "vzeroupper",
-                top = in(xmm_reg) top,
-                acc = in(reg) lanes.as_mut_ptr(),
-                inout("rsi") xs.as_mut_ptr() => _,
-                inout("rcx") chunks => _,
-                c = in(reg) EXP_CONSTANTS.as_ptr(),
-                clobber_abi("C"),
-                options(nostack),
-            )
-        }
-        chunks * 16
+        // SAFETY: the token exists only where AVX-512F was detected; the slice is whole chunks
+        // of 16.
+        unsafe { exp_shifted_portable_avx512(&mut xs[..done], top, lanes) };
+        done
     }
 
     #[inline(always)]
