@@ -671,283 +671,28 @@ impl Wide for Avx512Attend {
         let fits = hd > 0
             && hd.is_multiple_of(16)
             && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
-            && out.len() >= 32
-            // Byte strides (16 rows of keys) fit an address register.
-            && hd.checked_mul(64).is_some_and(|n| n <= isize::MAX as usize);
+            && out.len() >= 32;
         if !fits {
             return false;
         }
-        // Whole, `later` is requested from the assembly, a line per step (32 lines per 16
-        // dimensions); otherwise here, and the assembly requests its first key line again and
-        // again (a step of 0: cheap, and never outside `keys`).
-        let (pk, pstep) = match later.len() == 32 * hd {
-            true => (later.as_ptr(), 32 * 64),
+        // Whole, `later` is requested from the kernel, a line per step (32 lines per 16
+        // dimensions, in address order); otherwise here, and the kernel requests the first 16
+        // lines of `keys` again and again (a step of 0: cheap, and no branch among the
+        // products).
+        let (ahead, step) = match later.len() == 32 * hd {
+            true => (later.as_ptr(), 256),
             false => {
                 super::super::simd::prefetch_l1(later);
-                (keys.as_ptr(), 0usize)
+                (keys.as_ptr(), 0)
             }
         };
-        let k = keys.as_ptr();
-        let k2 = keys[16 * hd..].as_ptr();
-        // One body for both modes: `fused` (an assembler constant) picks each step's
-        // `vfmadd231ps` or its `vmulps` then `vaddps`.
-        macro_rules! row_scores {
-            ($fused:literal) => {
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly
-                // reads `keys[x·hd + d..][..16]` for `x < 32` and `d < hd` in steps of 16 and
-                // `q[..hd]`, and writes `out[..32]`, all inside the slices as checked above;
-                // it only requests (never reads) the lines of `later`, or of `keys` with a
-                // step of 0. It touches no other memory and no stack; every vector register it
-                // uses is call-clobbered (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        // Two chains, keys 0-15 in zmm30 and 16-31 in zmm31. Per 16 dimensions
-                        // each half's 16 key rows are loaded, transposed (register c holds
-                        // dimension d + c of the 16 keys) and stepped in increasing d, each
-                        // step requesting a line of `later`.
-                        "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
-                        "2:",
-                        "mov rax, rsi",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
-                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
-                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
-                        "vunpcklps zmm0, zmm14, zmm15", "vunpckhps zmm1, zmm14, zmm15",
-                        "vunpcklpd zmm2, zmm16, zmm18", "vunpckhpd zmm3, zmm16, zmm18", "vunpcklpd zmm4, zmm17, zmm19", "vunpckhpd zmm5, zmm17, zmm19",
-                        "vunpcklpd zmm6, zmm20, zmm22", "vunpckhpd zmm7, zmm20, zmm22", "vunpcklpd zmm8, zmm21, zmm23", "vunpckhpd zmm9, zmm21, zmm23",
-                        "vunpcklpd zmm10, zmm24, zmm26", "vunpckhpd zmm11, zmm24, zmm26", "vunpcklpd zmm12, zmm25, zmm27", "vunpckhpd zmm13, zmm25, zmm27",
-                        "vunpcklpd zmm14, zmm28, zmm0", "vunpckhpd zmm15, zmm28, zmm0", "vunpcklpd zmm16, zmm29, zmm1", "vunpckhpd zmm17, zmm29, zmm1",
-                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm19, zmm2, zmm6, 0xdd",
-                        "vshuff32x4 zmm20, zmm10, zmm14, 0x88", "vshuff32x4 zmm21, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm22, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd",
-                        "vshuff32x4 zmm24, zmm11, zmm15, 0x88", "vshuff32x4 zmm25, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm26, zmm4, zmm8, 0x88", "vshuff32x4 zmm27, zmm4, zmm8, 0xdd",
-                        "vshuff32x4 zmm28, zmm12, zmm16, 0x88", "vshuff32x4 zmm29, zmm12, zmm16, 0xdd",
-                        "vshuff32x4 zmm0, zmm5, zmm9, 0x88", "vshuff32x4 zmm1, zmm5, zmm9, 0xdd",
-                        "vshuff32x4 zmm2, zmm13, zmm17, 0x88", "vshuff32x4 zmm6, zmm13, zmm17, 0xdd",
-                        "vshuff32x4 zmm10, zmm18, zmm20, 0x88", "vshuff32x4 zmm14, zmm18, zmm20, 0xdd",
-                        "vshuff32x4 zmm3, zmm19, zmm21, 0x88", "vshuff32x4 zmm7, zmm19, zmm21, 0xdd",
-                        "vshuff32x4 zmm11, zmm22, zmm24, 0x88", "vshuff32x4 zmm15, zmm22, zmm24, 0xdd",
-                        "vshuff32x4 zmm4, zmm23, zmm25, 0x88", "vshuff32x4 zmm8, zmm23, zmm25, 0xdd",
-                        "vshuff32x4 zmm12, zmm26, zmm28, 0x88", "vshuff32x4 zmm16, zmm26, zmm28, 0xdd",
-                        "vshuff32x4 zmm5, zmm27, zmm29, 0x88", "vshuff32x4 zmm9, zmm27, zmm29, 0xdd",
-                        "vshuff32x4 zmm13, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
-                        "vshuff32x4 zmm18, zmm1, zmm6, 0x88", "vshuff32x4 zmm20, zmm1, zmm6, 0xdd",
-                        "vbroadcastss zmm21, [rdx + 0]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm10",
-                        ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm30, zmm30, zmm19", ".endif",
-                        "prefetcht0 [r8 + 0]",
-                        "vbroadcastss zmm24, [rdx + 4]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm24, zmm11",
-                        ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        "prefetcht0 [r8 + 64]",
-                        "vbroadcastss zmm25, [rdx + 8]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm12",
-                        ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        "prefetcht0 [r8 + 128]",
-                        "vbroadcastss zmm28, [rdx + 12]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm28, zmm13",
-                        ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm30, zmm30, zmm26", ".endif",
-                        "prefetcht0 [r8 + 192]",
-                        "vbroadcastss zmm29, [rdx + 16]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm3",
-                        ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm30, zmm30, zmm27", ".endif",
-                        "prefetcht0 [r8 + 256]",
-                        "vbroadcastss zmm2, [rdx + 20]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm2, zmm4",
-                        ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm30, zmm30, zmm0", ".endif",
-                        "prefetcht0 [r8 + 320]",
-                        "vbroadcastss zmm6, [rdx + 24]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm6, zmm5",
-                        ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm30, zmm30, zmm1", ".endif",
-                        "prefetcht0 [r8 + 384]",
-                        "vbroadcastss zmm21, [rdx + 28]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm18",
-                        ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm30, zmm30, zmm19", ".endif",
-                        "prefetcht0 [r8 + 448]",
-                        "vbroadcastss zmm22, [rdx + 32]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm22, zmm14",
-                        ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm30, zmm30, zmm10", ".endif",
-                        "prefetcht0 [r8 + 512]",
-                        "vbroadcastss zmm11, [rdx + 36]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm11, zmm15",
-                        ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm30, zmm30, zmm24", ".endif",
-                        "prefetcht0 [r8 + 576]",
-                        "vbroadcastss zmm25, [rdx + 40]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm16",
-                        ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        "prefetcht0 [r8 + 640]",
-                        "vbroadcastss zmm26, [rdx + 44]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm26, zmm17",
-                        ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm30, zmm30, zmm12", ".endif",
-                        "prefetcht0 [r8 + 704]",
-                        "vbroadcastss zmm13, [rdx + 48]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm13, zmm7",
-                        ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm30, zmm30, zmm28", ".endif",
-                        "prefetcht0 [r8 + 768]",
-                        "vbroadcastss zmm29, [rdx + 52]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm8",
-                        ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm30, zmm30, zmm27", ".endif",
-                        "prefetcht0 [r8 + 832]",
-                        "vbroadcastss zmm0, [rdx + 56]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm0, zmm9",
-                        ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm30, zmm30, zmm3", ".endif",
-                        "prefetcht0 [r8 + 896]",
-                        "vbroadcastss zmm4, [rdx + 60]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm4, zmm20",
-                        ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm30, zmm30, zmm2", ".endif",
-                        "prefetcht0 [r8 + 960]",
-                        "mov rax, rdi",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
-                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
-                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
-                        "vunpcklps zmm0, zmm14, zmm15", "vunpckhps zmm1, zmm14, zmm15",
-                        "vunpcklpd zmm2, zmm16, zmm18", "vunpckhpd zmm3, zmm16, zmm18", "vunpcklpd zmm4, zmm17, zmm19", "vunpckhpd zmm5, zmm17, zmm19",
-                        "vunpcklpd zmm6, zmm20, zmm22", "vunpckhpd zmm7, zmm20, zmm22", "vunpcklpd zmm8, zmm21, zmm23", "vunpckhpd zmm9, zmm21, zmm23",
-                        "vunpcklpd zmm10, zmm24, zmm26", "vunpckhpd zmm11, zmm24, zmm26", "vunpcklpd zmm12, zmm25, zmm27", "vunpckhpd zmm13, zmm25, zmm27",
-                        "vunpcklpd zmm14, zmm28, zmm0", "vunpckhpd zmm15, zmm28, zmm0", "vunpcklpd zmm16, zmm29, zmm1", "vunpckhpd zmm17, zmm29, zmm1",
-                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm19, zmm2, zmm6, 0xdd",
-                        "vshuff32x4 zmm20, zmm10, zmm14, 0x88", "vshuff32x4 zmm21, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm22, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd",
-                        "vshuff32x4 zmm24, zmm11, zmm15, 0x88", "vshuff32x4 zmm25, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm26, zmm4, zmm8, 0x88", "vshuff32x4 zmm27, zmm4, zmm8, 0xdd",
-                        "vshuff32x4 zmm28, zmm12, zmm16, 0x88", "vshuff32x4 zmm29, zmm12, zmm16, 0xdd",
-                        "vshuff32x4 zmm0, zmm5, zmm9, 0x88", "vshuff32x4 zmm1, zmm5, zmm9, 0xdd",
-                        "vshuff32x4 zmm2, zmm13, zmm17, 0x88", "vshuff32x4 zmm6, zmm13, zmm17, 0xdd",
-                        "vshuff32x4 zmm10, zmm18, zmm20, 0x88", "vshuff32x4 zmm14, zmm18, zmm20, 0xdd",
-                        "vshuff32x4 zmm3, zmm19, zmm21, 0x88", "vshuff32x4 zmm7, zmm19, zmm21, 0xdd",
-                        "vshuff32x4 zmm11, zmm22, zmm24, 0x88", "vshuff32x4 zmm15, zmm22, zmm24, 0xdd",
-                        "vshuff32x4 zmm4, zmm23, zmm25, 0x88", "vshuff32x4 zmm8, zmm23, zmm25, 0xdd",
-                        "vshuff32x4 zmm12, zmm26, zmm28, 0x88", "vshuff32x4 zmm16, zmm26, zmm28, 0xdd",
-                        "vshuff32x4 zmm5, zmm27, zmm29, 0x88", "vshuff32x4 zmm9, zmm27, zmm29, 0xdd",
-                        "vshuff32x4 zmm13, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
-                        "vshuff32x4 zmm18, zmm1, zmm6, 0x88", "vshuff32x4 zmm20, zmm1, zmm6, 0xdd",
-                        "vbroadcastss zmm21, [rdx + 0]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm10",
-                        ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "prefetcht0 [r8 + 1024]",
-                        "vbroadcastss zmm24, [rdx + 4]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm24, zmm11",
-                        ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        "prefetcht0 [r8 + 1088]",
-                        "vbroadcastss zmm25, [rdx + 8]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm12",
-                        ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        "prefetcht0 [r8 + 1152]",
-                        "vbroadcastss zmm28, [rdx + 12]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm28, zmm13",
-                        ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm31, zmm31, zmm26", ".endif",
-                        "prefetcht0 [r8 + 1216]",
-                        "vbroadcastss zmm29, [rdx + 16]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm3",
-                        ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm31, zmm31, zmm27", ".endif",
-                        "prefetcht0 [r8 + 1280]",
-                        "vbroadcastss zmm2, [rdx + 20]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm2, zmm4",
-                        ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm31, zmm31, zmm0", ".endif",
-                        "prefetcht0 [r8 + 1344]",
-                        "vbroadcastss zmm6, [rdx + 24]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm6, zmm5",
-                        ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm31, zmm31, zmm1", ".endif",
-                        "prefetcht0 [r8 + 1408]",
-                        "vbroadcastss zmm21, [rdx + 28]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm18",
-                        ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "prefetcht0 [r8 + 1472]",
-                        "vbroadcastss zmm22, [rdx + 32]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm22, zmm14",
-                        ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm31, zmm31, zmm10", ".endif",
-                        "prefetcht0 [r8 + 1536]",
-                        "vbroadcastss zmm11, [rdx + 36]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm11, zmm15",
-                        ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm31, zmm31, zmm24", ".endif",
-                        "prefetcht0 [r8 + 1600]",
-                        "vbroadcastss zmm25, [rdx + 40]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm16",
-                        ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        "prefetcht0 [r8 + 1664]",
-                        "vbroadcastss zmm26, [rdx + 44]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm26, zmm17",
-                        ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm31, zmm31, zmm12", ".endif",
-                        "prefetcht0 [r8 + 1728]",
-                        "vbroadcastss zmm13, [rdx + 48]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm13, zmm7",
-                        ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm31, zmm31, zmm28", ".endif",
-                        "prefetcht0 [r8 + 1792]",
-                        "vbroadcastss zmm29, [rdx + 52]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm8",
-                        ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm31, zmm31, zmm27", ".endif",
-                        "prefetcht0 [r8 + 1856]",
-                        "vbroadcastss zmm0, [rdx + 56]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm0, zmm9",
-                        ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm31, zmm31, zmm3", ".endif",
-                        "prefetcht0 [r8 + 1920]",
-                        "vbroadcastss zmm4, [rdx + 60]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm4, zmm20",
-                        ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm31, zmm31, zmm2", ".endif",
-                        "prefetcht0 [r8 + 1984]",
-                        "add rsi, 64", "add rdi, 64", "add rdx, 64", "add r8, {pstep}",
-                        "dec r10", "jnz 2b",
-                        "vmovups [{out}], zmm30", "vmovups [{out} + 64], zmm31",
-                        "vzeroupper",
-                        fused = const $fused,
-                        pstep = in(reg) pstep,
-                        ss = in(reg) hd * 4,
-                        out = in(reg) out.as_mut_ptr(),
-                        inout("rsi") k => _,
-                        inout("rdi") k2 => _,
-                        inout("rdx") q.as_ptr() => _,
-                        inout("r8") pk => _,
-                        inout("r10") hd / 16 => _,
-                        out("rax") _,
-                        clobber_abi("C"),
-                        options(nostack),
-                    )
-                }
-            };
-        }
         match self.step {
-            Step::Fused => row_scores!(1),
-            Step::Unfused => row_scores!(0),
+            // SAFETY: the token exists only where AVX-512F was detected; `hd = q.len()` is a
+            // positive multiple of 16, `keys` holds at least `32·hd` values and `out` at
+            // least 32, as just checked.
+            Step::Fused => unsafe { scores_1x32_avx512::<true>(q, keys, ahead, step, out) },
+            // SAFETY: as above.
+            Step::Unfused => unsafe { scores_1x32_avx512::<false>(q, keys, ahead, step, out) },
         }
         true
     }
@@ -988,452 +733,25 @@ impl Wide for Avx512Attend {
             && hd.is_multiple_of(16)
             && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
             && hd.checked_mul(4).is_some_and(|n| n <= q.len())
-            && reach(1, 0, out_row, 32).is_some_and(|n| n <= out.len())
-            // Byte strides fit an address register (a row stride times 2 in the requests).
-            && [hd, out_row]
-                .iter()
-                .all(|&s| s.checked_mul(8).is_some_and(|n| n <= isize::MAX as usize));
+            && reach(1, 0, out_row, 32).is_some_and(|n| n <= out.len());
         if !fits {
             return false;
         }
         // Requests for a whole 32-row block; otherwise the kernel requests the keys it is
         // about to read (harmless, and no branch among the products).
-        let pk = match ahead.len() == 32 * hd {
+        let ahead = match ahead.len() == 32 * hd {
             true => ahead.as_ptr(),
             false => keys.as_ptr(),
         };
-        // One body for both modes: `fused` (an assembler constant) picks each step's
-        // `vfmadd231ps` or its `vmulps` then `vaddps` (the temporaries are free in both).
-        macro_rules! scores {
-            ($fused:literal) => {
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly
-                // reads `keys[x·hd + d..][..16]` for `x < 32` and `d` a multiple of 16 below
-                // `hd`, `q[r·hd + d]` for `r < 4`, `d < hd`, and writes
-                // `out[r·out_row..][..32]` — all inside the slices, as just checked; its
-                // prefetches (which never fault) name lines of `ahead`'s rows or of `keys`. It
-                // touches no other memory and no stack; every vector register it uses is
-                // call-clobbered (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        "vpxord zmm24, zmm24, zmm24", "vpxord zmm25, zmm25, zmm25", "vpxord zmm26, zmm26, zmm26", "vpxord zmm27, zmm27, zmm27",
-                        "vpxord zmm28, zmm28, zmm28", "vpxord zmm29, zmm29, zmm29", "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
-                        "2:",
-                        // The next 32 lines of the K and of the V rows requested per 16 dimensions, in
-                        // address order, spread over the products (a burst stalls the loads behind it).
-                        // Keys 0..16 then 16..32: 16 rows in, a 16 × 16 transpose, then the four rows' steps
-                        // for each dimension in increasing order.
-                        "mov rax, rdx",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm0, zmm8, zmm9", "vunpckhps zmm1, zmm8, zmm9",
-                        "vunpcklps zmm2, zmm10, zmm11", "vunpckhps zmm3, zmm10, zmm11",
-                        "vunpcklps zmm4, zmm12, zmm13", "vunpckhps zmm5, zmm12, zmm13",
-                        "vunpcklps zmm6, zmm14, zmm15", "vunpckhps zmm7, zmm14, zmm15",
-                        "vunpcklpd zmm8, zmm16, zmm18", "vunpckhpd zmm9, zmm16, zmm18",
-                        "vunpcklpd zmm10, zmm17, zmm19", "vunpckhpd zmm11, zmm17, zmm19",
-                        "vunpcklpd zmm12, zmm20, zmm22", "vunpckhpd zmm13, zmm20, zmm22",
-                        "vunpcklpd zmm14, zmm21, zmm23", "vunpckhpd zmm15, zmm21, zmm23",
-                        "vunpcklpd zmm16, zmm0, zmm2", "vunpckhpd zmm18, zmm0, zmm2",
-                        "vunpcklpd zmm17, zmm1, zmm3", "vunpckhpd zmm19, zmm1, zmm3",
-                        "vunpcklpd zmm20, zmm4, zmm6", "vunpckhpd zmm22, zmm4, zmm6",
-                        "vunpcklpd zmm21, zmm5, zmm7", "vunpckhpd zmm23, zmm5, zmm7",
-                        "vshuff32x4 zmm0, zmm8, zmm12, 0x88", "vshuff32x4 zmm2, zmm8, zmm12, 0xdd",
-                        "vshuff32x4 zmm1, zmm16, zmm20, 0x88", "vshuff32x4 zmm3, zmm16, zmm20, 0xdd",
-                        "vshuff32x4 zmm4, zmm9, zmm13, 0x88", "vshuff32x4 zmm6, zmm9, zmm13, 0xdd",
-                        "vshuff32x4 zmm5, zmm18, zmm22, 0x88", "vshuff32x4 zmm7, zmm18, zmm22, 0xdd",
-                        "vshuff32x4 zmm8, zmm10, zmm14, 0x88", "vshuff32x4 zmm12, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm16, zmm17, zmm21, 0x88", "vshuff32x4 zmm20, zmm17, zmm21, 0xdd",
-                        "vshuff32x4 zmm9, zmm11, zmm15, 0x88", "vshuff32x4 zmm13, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm18, zmm19, zmm23, 0x88", "vshuff32x4 zmm22, zmm19, zmm23, 0xdd",
-                        "vshuff32x4 zmm10, zmm0, zmm1, 0x88", "vshuff32x4 zmm14, zmm0, zmm1, 0xdd",
-                        "vshuff32x4 zmm17, zmm2, zmm3, 0x88", "vshuff32x4 zmm21, zmm2, zmm3, 0xdd",
-                        "vshuff32x4 zmm11, zmm4, zmm5, 0x88", "vshuff32x4 zmm15, zmm4, zmm5, 0xdd",
-                        "vshuff32x4 zmm19, zmm6, zmm7, 0x88", "vshuff32x4 zmm23, zmm6, zmm7, 0xdd",
-                        "vshuff32x4 zmm0, zmm8, zmm16, 0x88", "vshuff32x4 zmm1, zmm8, zmm16, 0xdd",
-                        "vshuff32x4 zmm2, zmm12, zmm20, 0x88", "vshuff32x4 zmm3, zmm12, zmm20, 0xdd",
-                        "vshuff32x4 zmm4, zmm9, zmm18, 0x88", "vshuff32x4 zmm5, zmm9, zmm18, 0xdd",
-                        "vshuff32x4 zmm6, zmm13, zmm22, 0x88", "vshuff32x4 zmm7, zmm13, zmm22, 0xdd",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm10, dword ptr [rsi + 0]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm10, dword ptr [rsi + 0]{{1to16}}", "vaddps zmm24, zmm24, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}", "vaddps zmm25, zmm25, zmm16", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm10, dword ptr [rdi + 0]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm10, dword ptr [rdi + 0]{{1to16}}", "vaddps zmm26, zmm26, zmm12", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}", "vaddps zmm27, zmm27, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm11, dword ptr [rsi + 4]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm11, dword ptr [rsi + 4]{{1to16}}", "vaddps zmm24, zmm24, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm11, dword ptr [rsi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm11, dword ptr [rsi + {qs} + 4]{{1to16}}", "vaddps zmm25, zmm25, zmm18", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm11, dword ptr [rdi + 4]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm11, dword ptr [rdi + 4]{{1to16}}", "vaddps zmm26, zmm26, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm11, dword ptr [rdi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm11, dword ptr [rdi + {qs} + 4]{{1to16}}", "vaddps zmm27, zmm27, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm0, dword ptr [rsi + 8]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm0, dword ptr [rsi + 8]{{1to16}}", "vaddps zmm24, zmm24, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm0, dword ptr [rsi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm0, dword ptr [rsi + {qs} + 8]{{1to16}}", "vaddps zmm25, zmm25, zmm16", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm0, dword ptr [rdi + 8]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm0, dword ptr [rdi + 8]{{1to16}}", "vaddps zmm26, zmm26, zmm12", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm0, dword ptr [rdi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm0, dword ptr [rdi + {qs} + 8]{{1to16}}", "vaddps zmm27, zmm27, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm4, dword ptr [rsi + 12]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm4, dword ptr [rsi + 12]{{1to16}}", "vaddps zmm24, zmm24, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm4, dword ptr [rsi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm4, dword ptr [rsi + {qs} + 12]{{1to16}}", "vaddps zmm25, zmm25, zmm9", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm4, dword ptr [rdi + 12]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm4, dword ptr [rdi + 12]{{1to16}}", "vaddps zmm26, zmm26, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm4, dword ptr [rdi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm4, dword ptr [rdi + {qs} + 12]{{1to16}}", "vaddps zmm27, zmm27, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm17, dword ptr [rsi + 16]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm17, dword ptr [rsi + 16]{{1to16}}", "vaddps zmm24, zmm24, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm17, dword ptr [rsi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm17, dword ptr [rsi + {qs} + 16]{{1to16}}", "vaddps zmm25, zmm25, zmm11", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm17, dword ptr [rdi + 16]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm17, dword ptr [rdi + 16]{{1to16}}", "vaddps zmm26, zmm26, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm17, dword ptr [rdi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm17, dword ptr [rdi + {qs} + 16]{{1to16}}", "vaddps zmm27, zmm27, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm19, dword ptr [rsi + 20]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm19, dword ptr [rsi + 20]{{1to16}}", "vaddps zmm24, zmm24, zmm12", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm19, dword ptr [rsi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm19, dword ptr [rsi + {qs} + 20]{{1to16}}", "vaddps zmm25, zmm25, zmm20", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm19, dword ptr [rdi + 20]{{1to16}}",
-                        ".else", "vmulps zmm0, zmm19, dword ptr [rdi + 20]{{1to16}}", "vaddps zmm26, zmm26, zmm0", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm19, dword ptr [rdi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm19, dword ptr [rdi + {qs} + 20]{{1to16}}", "vaddps zmm27, zmm27, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm2, dword ptr [rsi + 24]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm2, dword ptr [rsi + 24]{{1to16}}", "vaddps zmm24, zmm24, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm2, dword ptr [rsi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm2, dword ptr [rsi + {qs} + 24]{{1to16}}", "vaddps zmm25, zmm25, zmm18", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm2, dword ptr [rdi + 24]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm2, dword ptr [rdi + 24]{{1to16}}", "vaddps zmm26, zmm26, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm2, dword ptr [rdi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm2, dword ptr [rdi + {qs} + 24]{{1to16}}", "vaddps zmm27, zmm27, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm6, dword ptr [rsi + 28]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm6, dword ptr [rsi + 28]{{1to16}}", "vaddps zmm24, zmm24, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm6, dword ptr [rsi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm6, dword ptr [rsi + {qs} + 28]{{1to16}}", "vaddps zmm25, zmm25, zmm11", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm6, dword ptr [rdi + 28]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm6, dword ptr [rdi + 28]{{1to16}}", "vaddps zmm26, zmm26, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm6, dword ptr [rdi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm6, dword ptr [rdi + {qs} + 28]{{1to16}}", "vaddps zmm27, zmm27, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm14, dword ptr [rsi + 32]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm14, dword ptr [rsi + 32]{{1to16}}", "vaddps zmm24, zmm24, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm14, dword ptr [rsi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm14, dword ptr [rsi + {qs} + 32]{{1to16}}", "vaddps zmm25, zmm25, zmm12", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm14, dword ptr [rdi + 32]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm14, dword ptr [rdi + 32]{{1to16}}", "vaddps zmm26, zmm26, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm14, dword ptr [rdi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm0, zmm14, dword ptr [rdi + {qs} + 32]{{1to16}}", "vaddps zmm27, zmm27, zmm0", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm15, dword ptr [rsi + 36]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm15, dword ptr [rsi + 36]{{1to16}}", "vaddps zmm24, zmm24, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}", "vaddps zmm25, zmm25, zmm19", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm15, dword ptr [rdi + 36]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm15, dword ptr [rdi + 36]{{1to16}}", "vaddps zmm26, zmm26, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}", "vaddps zmm27, zmm27, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm1, dword ptr [rsi + 40]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm1, dword ptr [rsi + 40]{{1to16}}", "vaddps zmm24, zmm24, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm1, dword ptr [rsi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm1, dword ptr [rsi + {qs} + 40]{{1to16}}", "vaddps zmm25, zmm25, zmm4", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm1, dword ptr [rdi + 40]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm1, dword ptr [rdi + 40]{{1to16}}", "vaddps zmm26, zmm26, zmm2", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm1, dword ptr [rdi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm1, dword ptr [rdi + {qs} + 40]{{1to16}}", "vaddps zmm27, zmm27, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm5, dword ptr [rsi + 44]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm5, dword ptr [rsi + 44]{{1to16}}", "vaddps zmm24, zmm24, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm5, dword ptr [rsi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm5, dword ptr [rsi + {qs} + 44]{{1to16}}", "vaddps zmm25, zmm25, zmm8", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm5, dword ptr [rdi + 44]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm5, dword ptr [rdi + 44]{{1to16}}", "vaddps zmm26, zmm26, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm5, dword ptr [rdi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm6, zmm5, dword ptr [rdi + {qs} + 44]{{1to16}}", "vaddps zmm27, zmm27, zmm6", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm21, dword ptr [rsi + 48]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm21, dword ptr [rsi + 48]{{1to16}}", "vaddps zmm24, zmm24, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm21, dword ptr [rsi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm21, dword ptr [rsi + {qs} + 48]{{1to16}}", "vaddps zmm25, zmm25, zmm12", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm21, dword ptr [rdi + 48]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm21, dword ptr [rdi + 48]{{1to16}}", "vaddps zmm26, zmm26, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm21, dword ptr [rdi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm0, zmm21, dword ptr [rdi + {qs} + 48]{{1to16}}", "vaddps zmm27, zmm27, zmm0", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm23, dword ptr [rsi + 52]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm23, dword ptr [rsi + 52]{{1to16}}", "vaddps zmm24, zmm24, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm23, dword ptr [rsi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm23, dword ptr [rsi + {qs} + 52]{{1to16}}", "vaddps zmm25, zmm25, zmm10", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm23, dword ptr [rdi + 52]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm23, dword ptr [rdi + 52]{{1to16}}", "vaddps zmm26, zmm26, zmm19", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm23, dword ptr [rdi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm23, dword ptr [rdi + {qs} + 52]{{1to16}}", "vaddps zmm27, zmm27, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm3, dword ptr [rsi + 56]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm3, dword ptr [rsi + 56]{{1to16}}", "vaddps zmm24, zmm24, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm3, dword ptr [rsi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm15, zmm3, dword ptr [rsi + {qs} + 56]{{1to16}}", "vaddps zmm25, zmm25, zmm15", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm3, dword ptr [rdi + 56]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm3, dword ptr [rdi + 56]{{1to16}}", "vaddps zmm26, zmm26, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm3, dword ptr [rdi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm3, dword ptr [rdi + {qs} + 56]{{1to16}}", "vaddps zmm27, zmm27, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm7, dword ptr [rsi + 60]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm7, dword ptr [rsi + 60]{{1to16}}", "vaddps zmm24, zmm24, zmm2", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm7, dword ptr [rsi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm7, dword ptr [rsi + {qs} + 60]{{1to16}}", "vaddps zmm25, zmm25, zmm22", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm7, dword ptr [rdi + 60]{{1to16}}",
-                        ".else", "vmulps zmm1, zmm7, dword ptr [rdi + 60]{{1to16}}", "vaddps zmm26, zmm26, zmm1", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm7, dword ptr [rdi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm7, dword ptr [rdi + {qs} + 60]{{1to16}}", "vaddps zmm27, zmm27, zmm11", ".endif",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm16, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm17, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm20, [rax]", "add rax, {ss}",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm21, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm19, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm23, [rax]", "add rax, {ss}",
-                        "vmovups zmm18, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm13, zmm8, zmm16", "vunpckhps zmm4, zmm8, zmm16",
-                        "vunpcklps zmm3, zmm6, zmm5", "vunpckhps zmm2, zmm6, zmm5",
-                        "vunpcklps zmm22, zmm17, zmm12", "vunpckhps zmm1, zmm17, zmm12",
-                        "vunpcklps zmm11, zmm20, zmm0", "vunpckhps zmm7, zmm20, zmm0",
-                        "vunpcklps zmm8, zmm21, zmm14", "vunpckhps zmm16, zmm21, zmm14",
-                        "vunpcklps zmm6, zmm10, zmm19", "vunpckhps zmm5, zmm10, zmm19",
-                        "vunpcklps zmm17, zmm9, zmm23", "vunpckhps zmm12, zmm9, zmm23",
-                        "vunpcklps zmm20, zmm18, zmm15", "vunpckhps zmm0, zmm18, zmm15",
-                        "vunpcklpd zmm21, zmm13, zmm3", "vunpckhpd zmm14, zmm13, zmm3",
-                        "vunpcklpd zmm10, zmm4, zmm2", "vunpckhpd zmm19, zmm4, zmm2",
-                        "vunpcklpd zmm9, zmm22, zmm11", "vunpckhpd zmm23, zmm22, zmm11",
-                        "vunpcklpd zmm18, zmm1, zmm7", "vunpckhpd zmm15, zmm1, zmm7",
-                        "vunpcklpd zmm13, zmm8, zmm6", "vunpckhpd zmm3, zmm8, zmm6",
-                        "vunpcklpd zmm4, zmm16, zmm5", "vunpckhpd zmm2, zmm16, zmm5",
-                        "vunpcklpd zmm22, zmm17, zmm20", "vunpckhpd zmm11, zmm17, zmm20",
-                        "vunpcklpd zmm1, zmm12, zmm0", "vunpckhpd zmm7, zmm12, zmm0",
-                        "vshuff32x4 zmm8, zmm21, zmm9, 0x88", "vshuff32x4 zmm6, zmm21, zmm9, 0xdd",
-                        "vshuff32x4 zmm16, zmm13, zmm22, 0x88", "vshuff32x4 zmm5, zmm13, zmm22, 0xdd",
-                        "vshuff32x4 zmm17, zmm14, zmm23, 0x88", "vshuff32x4 zmm20, zmm14, zmm23, 0xdd",
-                        "vshuff32x4 zmm12, zmm3, zmm11, 0x88", "vshuff32x4 zmm0, zmm3, zmm11, 0xdd",
-                        "vshuff32x4 zmm21, zmm10, zmm18, 0x88", "vshuff32x4 zmm9, zmm10, zmm18, 0xdd",
-                        "vshuff32x4 zmm13, zmm4, zmm1, 0x88", "vshuff32x4 zmm22, zmm4, zmm1, 0xdd",
-                        "vshuff32x4 zmm14, zmm19, zmm15, 0x88", "vshuff32x4 zmm23, zmm19, zmm15, 0xdd",
-                        "vshuff32x4 zmm3, zmm2, zmm7, 0x88", "vshuff32x4 zmm11, zmm2, zmm7, 0xdd",
-                        "vshuff32x4 zmm10, zmm8, zmm16, 0x88", "vshuff32x4 zmm18, zmm8, zmm16, 0xdd",
-                        "vshuff32x4 zmm4, zmm6, zmm5, 0x88", "vshuff32x4 zmm1, zmm6, zmm5, 0xdd",
-                        "vshuff32x4 zmm19, zmm17, zmm12, 0x88", "vshuff32x4 zmm15, zmm17, zmm12, 0xdd",
-                        "vshuff32x4 zmm2, zmm20, zmm0, 0x88", "vshuff32x4 zmm7, zmm20, zmm0, 0xdd",
-                        "vshuff32x4 zmm8, zmm21, zmm13, 0x88", "vshuff32x4 zmm16, zmm21, zmm13, 0xdd",
-                        "vshuff32x4 zmm6, zmm9, zmm22, 0x88", "vshuff32x4 zmm5, zmm9, zmm22, 0xdd",
-                        "vshuff32x4 zmm17, zmm14, zmm3, 0x88", "vshuff32x4 zmm12, zmm14, zmm3, 0xdd",
-                        "vshuff32x4 zmm20, zmm23, zmm11, 0x88", "vshuff32x4 zmm0, zmm23, zmm11, 0xdd",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm10, dword ptr [rsi + 0]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm10, dword ptr [rsi + 0]{{1to16}}", "vaddps zmm28, zmm28, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}", "vaddps zmm29, zmm29, zmm13", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm10, dword ptr [rdi + 0]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm10, dword ptr [rdi + 0]{{1to16}}", "vaddps zmm30, zmm30, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm19, dword ptr [rsi + 4]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm19, dword ptr [rsi + 4]{{1to16}}", "vaddps zmm28, zmm28, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm19, dword ptr [rsi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm19, dword ptr [rsi + {qs} + 4]{{1to16}}", "vaddps zmm29, zmm29, zmm3", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm19, dword ptr [rdi + 4]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm19, dword ptr [rdi + 4]{{1to16}}", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm19, dword ptr [rdi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm19, dword ptr [rdi + {qs} + 4]{{1to16}}", "vaddps zmm31, zmm31, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm8, dword ptr [rsi + 8]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm8, dword ptr [rsi + 8]{{1to16}}", "vaddps zmm28, zmm28, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm8, dword ptr [rsi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm8, dword ptr [rsi + {qs} + 8]{{1to16}}", "vaddps zmm29, zmm29, zmm13", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm8, dword ptr [rdi + 8]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm8, dword ptr [rdi + 8]{{1to16}}", "vaddps zmm30, zmm30, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm8, dword ptr [rdi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm8, dword ptr [rdi + {qs} + 8]{{1to16}}", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm17, dword ptr [rsi + 12]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm17, dword ptr [rsi + 12]{{1to16}}", "vaddps zmm28, zmm28, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm17, dword ptr [rsi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm17, dword ptr [rsi + {qs} + 12]{{1to16}}", "vaddps zmm29, zmm29, zmm14", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm17, dword ptr [rdi + 12]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm17, dword ptr [rdi + 12]{{1to16}}", "vaddps zmm30, zmm30, zmm3", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm17, dword ptr [rdi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm17, dword ptr [rdi + {qs} + 12]{{1to16}}", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm4, dword ptr [rsi + 16]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm4, dword ptr [rsi + 16]{{1to16}}", "vaddps zmm28, zmm28, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm4, dword ptr [rsi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm4, dword ptr [rsi + {qs} + 16]{{1to16}}", "vaddps zmm29, zmm29, zmm19", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm4, dword ptr [rdi + 16]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm4, dword ptr [rdi + 16]{{1to16}}", "vaddps zmm30, zmm30, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm4, dword ptr [rdi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm4, dword ptr [rdi + {qs} + 16]{{1to16}}", "vaddps zmm31, zmm31, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm2, dword ptr [rsi + 20]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm2, dword ptr [rsi + 20]{{1to16}}", "vaddps zmm28, zmm28, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm2, dword ptr [rsi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm2, dword ptr [rsi + {qs} + 20]{{1to16}}", "vaddps zmm29, zmm29, zmm22", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm2, dword ptr [rdi + 20]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm2, dword ptr [rdi + 20]{{1to16}}", "vaddps zmm30, zmm30, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm2, dword ptr [rdi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm2, dword ptr [rdi + {qs} + 20]{{1to16}}", "vaddps zmm31, zmm31, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm6, dword ptr [rsi + 24]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm6, dword ptr [rsi + 24]{{1to16}}", "vaddps zmm28, zmm28, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm6, dword ptr [rsi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm6, dword ptr [rsi + {qs} + 24]{{1to16}}", "vaddps zmm29, zmm29, zmm3", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm6, dword ptr [rdi + 24]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm6, dword ptr [rdi + 24]{{1to16}}", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm6, dword ptr [rdi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm6, dword ptr [rdi + {qs} + 24]{{1to16}}", "vaddps zmm31, zmm31, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm20, dword ptr [rsi + 28]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm20, dword ptr [rsi + 28]{{1to16}}", "vaddps zmm28, zmm28, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm20, dword ptr [rsi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm20, dword ptr [rsi + {qs} + 28]{{1to16}}", "vaddps zmm29, zmm29, zmm19", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm20, dword ptr [rdi + 28]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm20, dword ptr [rdi + 28]{{1to16}}", "vaddps zmm30, zmm30, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm20, dword ptr [rdi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm20, dword ptr [rdi + {qs} + 28]{{1to16}}", "vaddps zmm31, zmm31, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm18, dword ptr [rsi + 32]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm18, dword ptr [rsi + 32]{{1to16}}", "vaddps zmm28, zmm28, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm18, dword ptr [rsi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm18, dword ptr [rsi + {qs} + 32]{{1to16}}", "vaddps zmm29, zmm29, zmm9", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm18, dword ptr [rdi + 32]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm18, dword ptr [rdi + 32]{{1to16}}", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm18, dword ptr [rdi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm18, dword ptr [rdi + {qs} + 32]{{1to16}}", "vaddps zmm31, zmm31, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm15, dword ptr [rsi + 36]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm15, dword ptr [rsi + 36]{{1to16}}", "vaddps zmm28, zmm28, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}", "vaddps zmm29, zmm29, zmm2", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm15, dword ptr [rdi + 36]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm15, dword ptr [rdi + 36]{{1to16}}", "vaddps zmm30, zmm30, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}", "vaddps zmm31, zmm31, zmm3", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm16, dword ptr [rsi + 40]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm16, dword ptr [rsi + 40]{{1to16}}", "vaddps zmm28, zmm28, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm16, dword ptr [rsi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm16, dword ptr [rsi + {qs} + 40]{{1to16}}", "vaddps zmm29, zmm29, zmm17", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm16, dword ptr [rdi + 40]{{1to16}}",
-                        ".else", "vmulps zmm6, zmm16, dword ptr [rdi + 40]{{1to16}}", "vaddps zmm30, zmm30, zmm6", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm16, dword ptr [rdi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm16, dword ptr [rdi + {qs} + 40]{{1to16}}", "vaddps zmm31, zmm31, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm12, dword ptr [rsi + 44]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm12, dword ptr [rsi + 44]{{1to16}}", "vaddps zmm28, zmm28, zmm19", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm12, dword ptr [rsi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm12, dword ptr [rsi + {qs} + 44]{{1to16}}", "vaddps zmm29, zmm29, zmm21", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm12, dword ptr [rdi + 44]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm12, dword ptr [rdi + 44]{{1to16}}", "vaddps zmm30, zmm30, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm12, dword ptr [rdi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm12, dword ptr [rdi + {qs} + 44]{{1to16}}", "vaddps zmm31, zmm31, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm1, dword ptr [rsi + 48]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm1, dword ptr [rsi + 48]{{1to16}}", "vaddps zmm28, zmm28, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm1, dword ptr [rsi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm1, dword ptr [rsi + {qs} + 48]{{1to16}}", "vaddps zmm29, zmm29, zmm9", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm1, dword ptr [rdi + 48]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm1, dword ptr [rdi + 48]{{1to16}}", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm1, dword ptr [rdi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm1, dword ptr [rdi + {qs} + 48]{{1to16}}", "vaddps zmm31, zmm31, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm7, dword ptr [rsi + 52]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm7, dword ptr [rsi + 52]{{1to16}}", "vaddps zmm28, zmm28, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm7, dword ptr [rsi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm7, dword ptr [rsi + {qs} + 52]{{1to16}}", "vaddps zmm29, zmm29, zmm10", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm7, dword ptr [rdi + 52]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm7, dword ptr [rdi + 52]{{1to16}}", "vaddps zmm30, zmm30, zmm2", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm7, dword ptr [rdi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm7, dword ptr [rdi + {qs} + 52]{{1to16}}", "vaddps zmm31, zmm31, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm5, dword ptr [rsi + 56]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm5, dword ptr [rsi + 56]{{1to16}}", "vaddps zmm28, zmm28, zmm3", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm5, dword ptr [rsi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm15, zmm5, dword ptr [rsi + {qs} + 56]{{1to16}}", "vaddps zmm29, zmm29, zmm15", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm5, dword ptr [rdi + 56]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm5, dword ptr [rdi + 56]{{1to16}}", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm5, dword ptr [rdi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm5, dword ptr [rdi + {qs} + 56]{{1to16}}", "vaddps zmm31, zmm31, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm0, dword ptr [rsi + 60]{{1to16}}",
-                        ".else", "vmulps zmm6, zmm0, dword ptr [rsi + 60]{{1to16}}", "vaddps zmm28, zmm28, zmm6", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm0, dword ptr [rsi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm0, dword ptr [rsi + {qs} + 60]{{1to16}}", "vaddps zmm29, zmm29, zmm11", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm0, dword ptr [rdi + 60]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm0, dword ptr [rdi + 60]{{1to16}}", "vaddps zmm30, zmm30, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm0, dword ptr [rdi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm0, dword ptr [rdi + {qs} + 60]{{1to16}}", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "add rdx, 64", "add rsi, 64", "add rdi, 64",
-                        "dec rcx", "jnz 2b",
-                        "vmovups [r10], zmm24", "vmovups [r10 + 64], zmm28", "add r10, {ds}",
-                        "vmovups [r10], zmm25", "vmovups [r10 + 64], zmm29", "add r10, {ds}",
-                        "vmovups [r10], zmm26", "vmovups [r10 + 64], zmm30", "add r10, {ds}",
-                        "vmovups [r10], zmm27", "vmovups [r10 + 64], zmm31",
-                        "vzeroupper",
-                        inout("rdx") keys.as_ptr() => _,
-                        inout("rsi") q.as_ptr() => _,
-                        inout("rdi") q[2 * hd..].as_ptr() => _,
-                        inout("rcx") hd / 16 => _,
-                        out("rax") _,
-                        ss = in(reg) hd * 4,
-                        qs = in(reg) hd * 4,
-                        inout("r8") pk => _,
-                        inout("r10") out.as_mut_ptr() => _,
-                        ds = in(reg) out_row * 4,
-                        clobber_abi("C"),
-                        fused = const $fused,
-                        options(nostack),
-                    )
-                }
-            };
-        }
         match self.step {
-            Step::Fused => scores!(1),
-            Step::Unfused => scores!(0),
+            // SAFETY: the token exists only where AVX-512F was detected; `hd` is a positive
+            // multiple of 16, `keys` holds at least `32·hd` values, `q` `4·hd` and `out`
+            // `3·out_row + 32`, as just checked.
+            Step::Fused => unsafe { scores_4x32_avx512::<true>(q, hd, keys, ahead, out, out_row) },
+            // SAFETY: as above.
+            Step::Unfused => unsafe {
+                scores_4x32_avx512::<false>(q, hd, keys, ahead, out, out_row)
+            },
         }
         true
     }
@@ -1587,6 +905,190 @@ impl Wide for Avx512Attend {
     ) -> bool {
         self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true, &[])
     }
+}
+
+/// `$body` once for each `$i` in `0..16`, `$i` a constant in each copy: a loop unrolled
+/// whatever the compiler's heuristics (an array of vectors indexed by a loop's variable would
+/// live in memory, not in registers).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+macro_rules! unroll16 {
+    ($i:ident => $body:block) => {
+        unroll16!(@ $i $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@ $i:ident $body:block $($n:literal)*) => {
+        $({
+            let $i: usize = $n;
+            $body
+        })*
+    };
+}
+
+/// `acc + x·y`: one fused multiply-add (`FUSED`, the native mode), or a product then a sum,
+/// each rounded alone (the portable mode): the step of every chain of the products here.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn mul_add<const FUSED: bool>(acc: __m512, x: __m512, y: __m512) -> __m512 {
+    if FUSED {
+        _mm512_fmadd_ps(x, y, acc)
+    } else {
+        _mm512_add_ps(acc, _mm512_mul_ps(x, y))
+    }
+}
+
+/// Requests the line holding `p` into L1 (`prefetcht0`).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[inline(always)]
+fn request(p: *const f32) {
+    // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads no value and cannot fault,
+    // whatever the address.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+}
+
+/// [`Wide::scores_1x32`]: the chains of keys 0-15, then those of keys 16-31 ([`chain16`], per
+/// 16 dimensions), each pass requesting the next 16 lines of `ahead`, `step` values apart.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `hd = q.len()` is a positive multiple of 16, `keys` holds at least
+/// `32·hd` values and `out` at least 32.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn scores_1x32_avx512<const FUSED: bool>(
+    q: &[f32],
+    keys: &[f32],
+    ahead: *const f32,
+    step: usize,
+    out: &mut [f32],
+) {
+    let hd = q.len();
+    debug_assert!(hd > 0 && hd.is_multiple_of(16) && 32 * hd <= keys.len() && out.len() >= 32);
+    let (qp, kp, op) = (q.as_ptr(), keys.as_ptr(), out.as_mut_ptr());
+    // Keys 0-15 then keys 16-31 (one chain in registers at a time), a pass per 16
+    // dimensions, pass `p` requesting the 16 lines from `ahead + p·step`.
+    for half in 0..2 {
+        let mut acc = _mm512_setzero_ps();
+        for d in (0..hd).step_by(16) {
+            let later = ahead.wrapping_add((half * hd + d) / 16 * step);
+            // SAFETY: `keys[(16·half + x)·hd + d..][..16]` for `x < 16` and `q[d..][..16]`:
+            // inside the slices, since `d + 16 <= hd` (the caller's lengths).
+            acc =
+                unsafe { chain16::<FUSED>(acc, kp.add(16 * hd * half + d), hd, qp.add(d), later) };
+        }
+        // SAFETY: `out[16·half..][..16]`, inside `out`.
+        unsafe { _mm512_storeu_ps(op.add(16 * half), acc) };
+    }
+}
+
+/// 16 dimensions of 16 chains: `acc[x] + q[d]·keys[x·hd + d]` for `x < 16`, in increasing
+/// `d < 16`, the 16 key rows read and transposed ([`transpose16`]: column `d` holds dimension
+/// `d` of the 16 keys), each step requesting the line at `later + 16·d`.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `keys[x·hd..][..16]` for `x < 16` and `q[..16]` can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn chain16<const FUSED: bool>(
+    mut acc: __m512,
+    keys: *const f32,
+    hd: usize,
+    q: *const f32,
+    later: *const f32,
+) -> __m512 {
+    let mut rows = [_mm512_setzero_ps(); 16];
+    for (x, row) in rows.iter_mut().enumerate() {
+        // SAFETY: key row `x < 16`, as the caller guarantees.
+        *row = unsafe { _mm512_loadu_ps(keys.add(x * hd)) };
+    }
+    let columns = transpose16(&rows);
+    unroll16!(d => {
+        // SAFETY: `q[d]`, `d < 16`, as the caller guarantees.
+        let w = _mm512_set1_ps(unsafe { *q.add(d) });
+        acc = mul_add::<FUSED>(acc, w, columns[d]);
+        request(later.wrapping_add(16 * d));
+    });
+    acc
+}
+
+/// [`Wide::scores_4x32`]: the chains of rows `r < 4` against keys 0-15, then against keys
+/// 16-31 ([`chains16x4`], per 16 dimensions), each pass requesting the next 16 lines of
+/// `ahead`, in address order (32 lines per 16 dimensions, `ahead`'s 32 rows in all).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `hd` is a positive multiple of 16, `keys` holds at least `32·hd`
+/// values, `q` at least `4·hd` and `out` at least `3·out_row + 32`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn scores_4x32_avx512<const FUSED: bool>(
+    q: &[f32],
+    hd: usize,
+    keys: &[f32],
+    ahead: *const f32,
+    out: &mut [f32],
+    out_row: usize,
+) {
+    debug_assert!(hd > 0 && hd.is_multiple_of(16) && 32 * hd <= keys.len() && 4 * hd <= q.len());
+    debug_assert!(3 * out_row + 32 <= out.len());
+    let (qp, kp, op) = (q.as_ptr(), keys.as_ptr(), out.as_mut_ptr());
+    // Keys 0-15 then keys 16-31 (four chains in registers at a time), a pass per 16
+    // dimensions, pass `p` requesting the 16 lines from `ahead + 256·p`.
+    for half in 0..2 {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for d in (0..hd).step_by(16) {
+            let later = ahead.wrapping_add((half * hd + d) * 16);
+            // SAFETY: `keys[(16·half + x)·hd + d..][..16]` for `x < 16` and `q[r·hd + d..][..16]`
+            // for `r < 4`: inside the slices, since `d + 16 <= hd` (the caller's lengths).
+            acc = unsafe {
+                chains16x4::<FUSED>(acc, kp.add(16 * hd * half + d), hd, qp.add(d), later)
+            };
+        }
+        for (r, &acc) in acc.iter().enumerate() {
+            // SAFETY: `out[r·out_row + 16·half..][..16]`, `r < 4`: inside `out` (the caller's
+            // length).
+            unsafe { _mm512_storeu_ps(op.add(r * out_row + 16 * half), acc) };
+        }
+    }
+}
+
+/// 16 dimensions of the 4 × 16 chains `acc[r][x] + q[r·hd + d]·keys[x·hd + d]` for `r < 4`,
+/// `x < 16`, in increasing `d < 16`: the 16 key rows read and transposed ([`transpose16`]),
+/// then for each dimension the four rows' steps, the line at `later + 16·d` requested after
+/// the second.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `keys[x·hd..][..16]` for `x < 16` and `q[r·hd..][..16]` for `r < 4`
+/// can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn chains16x4<const FUSED: bool>(
+    mut acc: [__m512; 4],
+    keys: *const f32,
+    hd: usize,
+    q: *const f32,
+    later: *const f32,
+) -> [__m512; 4] {
+    let mut rows = [_mm512_setzero_ps(); 16];
+    for (x, row) in rows.iter_mut().enumerate() {
+        // SAFETY: key row `x < 16`, as the caller guarantees.
+        *row = unsafe { _mm512_loadu_ps(keys.add(x * hd)) };
+    }
+    let columns = transpose16(&rows);
+    unroll16!(d => {
+        for (r, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: `q[r·hd + d]`, `r < 4`, `d < 16`, as the caller guarantees.
+            let w = _mm512_set1_ps(unsafe { *q.add(r * hd + d) });
+            *acc = mul_add::<FUSED>(*acc, columns[d], w);
+            if r == 1 {
+                request(later.wrapping_add(16 * d));
+            }
+        }
+    });
+    acc
 }
 
 /// [`Wide::pack_keys`] over the first `done` keys: per 16 keys and 16 dimensions, the 16 key
