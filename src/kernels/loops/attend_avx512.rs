@@ -713,7 +713,7 @@ impl Wide for Avx512Attend {
         match (self.step, chunks) {
             (Step::Fused, 4) => self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true, &[]),
             (Step::Fused, 1..=3) => {
-                narrow_fused_from_zero(chunks, a, a_step, a_row, b, b_step, depth, c, c_row)
+                self.narrow_fused_from_zero(chunks, a, a_step, a_row, b, b_step, depth, c, c_row)
             }
             _ => false,
         }
@@ -799,9 +799,7 @@ impl Wide for Avx512Attend {
     ) -> bool {
         let fits = depth <= a.len()
             && c.len() >= 64
-            && (depth == 0 || reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len()))
-            // Byte steps fit an address register.
-            && b_step.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize);
+            && (depth == 0 || reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len()));
         if !fits {
             return false;
         }
@@ -815,78 +813,17 @@ impl Wide for Avx512Attend {
             _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
         }
         .min(depth);
-        // One step: a weight times the 64 values of its row, added to the four accumulators;
-        // `fused` (an assembler constant) picks `vfmadd231ps` or `vmulps` then `vaddps`, one
-        // body for both modes and both loops (with and without requests).
-        macro_rules! weigh_step {
-            () => {
-                concat!(
-                    "vbroadcastss zmm20, dword ptr [rsi]\n",
-                    ".if {fused}\n",
-                    "vfmadd231ps zmm0, zmm20, [rdx]\n",
-                    "vfmadd231ps zmm1, zmm20, [rdx + 64]\n",
-                    "vfmadd231ps zmm2, zmm20, [rdx + 128]\n",
-                    "vfmadd231ps zmm3, zmm20, [rdx + 192]\n",
-                    ".else\n",
-                    "vmulps zmm16, zmm20, [rdx]\n",
-                    "vaddps zmm0, zmm0, zmm16\n",
-                    "vmulps zmm17, zmm20, [rdx + 64]\n",
-                    "vaddps zmm1, zmm1, zmm17\n",
-                    "vmulps zmm18, zmm20, [rdx + 128]\n",
-                    "vaddps zmm2, zmm2, zmm18\n",
-                    "vmulps zmm19, zmm20, [rdx + 192]\n",
-                    "vaddps zmm3, zmm3, zmm19\n",
-                    ".endif",
-                )
-            };
-        }
-        macro_rules! weigh {
-            ($fused:literal) => {
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly
-                // reads `a[k]` and `b[k·b_step..][..64]` for `k < depth`, and reads and writes
-                // `c[..64]` — all inside the slices, as just checked; its prefetches (which
-                // never fault) name lines of `ahead` at the offsets of `b`'s. It touches no
-                // other memory and no stack; every vector register it uses is call-clobbered
-                // (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        "vmovups zmm0, [{c}]", "vmovups zmm1, [{c} + 64]",
-                        "vmovups zmm2, [{c} + 128]", "vmovups zmm3, [{c} + 192]",
-                        // One request per line read, for the same columns of the rows wanted
-                        // later, while `ahead` lasts.
-                        "mov rcx, {early}", "test rcx, rcx", "jz 7f",
-                        "5:",
-                        weigh_step!(),
-                        "prefetcht0 [r9]", "prefetcht0 [r9 + 64]",
-                        "prefetcht0 [r9 + 128]", "prefetcht0 [r9 + 192]",
-                        "add rsi, 4", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
-                        "7:",
-                        "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
-                        "6:",
-                        weigh_step!(),
-                        "add rsi, 4", "add rdx, {bstep}", "dec rcx", "jnz 6b",
-                        "4:",
-                        "vmovups [{c}], zmm0", "vmovups [{c} + 64], zmm1",
-                        "vmovups [{c} + 128], zmm2", "vmovups [{c} + 192], zmm3",
-                        "vzeroupper",
-                        inout("rsi") a.as_ptr() => _,
-                        inout("rdx") b.as_ptr() => _,
-                        inout("r9") ahead.as_ptr() => _,
-                        out("rcx") _,
-                        c = in(reg) c.as_mut_ptr(),
-                        early = in(reg) early,
-                        depth = in(reg) depth,
-                        bstep = in(reg) b_step * 4,
-                        fused = const $fused,
-                        clobber_abi("C"),
-                        options(nostack),
-                    )
-                }
-            };
-        }
         match self.step {
-            Step::Fused => weigh!(1),
-            Step::Unfused => weigh!(0),
+            // SAFETY: the token exists only where AVX-512F was detected; `depth` is positive
+            // and at most `a.len()`, `b` holds `(depth - 1)·b_step + 64` values and `c` 64, as
+            // just checked, and `early <= depth`.
+            Step::Fused => unsafe {
+                weigh_1x64_avx512::<true>(a, b, b_step, depth, c, ahead, early)
+            },
+            // SAFETY: as above.
+            Step::Unfused => unsafe {
+                weigh_1x64_avx512::<false>(a, b, b_step, depth, c, ahead, early)
+            },
         }
         true
     }
@@ -1165,143 +1102,6 @@ fn transpose16(rows: &[__m512; 16]) -> [__m512; 16] {
     columns
 }
 
-/// The fused product from zero over `16·chunks` columns, `chunks` in `1..=3`: the loop of
-/// [`Avx512Attend::block`] with fewer accumulators (`4·chunks`), each element the same chain.
-#[cfg(all(target_arch = "x86_64", feature = "std"))]
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn narrow_fused_from_zero(
-    chunks: usize,
-    a: &[f32],
-    a_step: usize,
-    a_row: usize,
-    b: &[f32],
-    b_step: usize,
-    depth: usize,
-    c: &mut [f32],
-    c_row: usize,
-) -> bool {
-    let width = 16 * chunks;
-    let fits = depth > 0
-        && (1..=3).contains(&chunks)
-        && reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
-        && reach(depth, b_step, 0, width).is_some_and(|n| n <= b.len())
-        && reach(1, 0, c_row, width).is_some_and(|n| n <= c.len())
-        // Byte offsets fit an address register.
-        && [a_step, a_row, b_step, c_row]
-            .iter()
-            .all(|&s| s.checked_mul(12).is_some_and(|n| n <= isize::MAX as usize));
-    if !fits {
-        return false;
-    }
-    // The three widths differ only in their instructions: one operand list serves them all.
-    macro_rules! narrow {
-        ($($line:literal),*) => {
-            core::arch::asm!(
-                $($line),*,
-                inout("rsi") a.as_ptr() => _,
-                inout("rdx") b.as_ptr() => _,
-                c = in(reg) c.as_mut_ptr(),
-                out("r8") _,
-                inout("rcx") depth => _,
-                ar = in(reg) a_row * 4,
-                ar3 = in(reg) a_row * 12,
-                astep = in(reg) a_step * 4,
-                bstep = in(reg) b_step * 4,
-                cs = in(reg) c_row * 4,
-                clobber_abi("C"),
-                options(nostack),
-            )
-        };
-    }
-    match chunks {
-        // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
-        // `a[k·a_step + r·a_row]` and `b[k·b_step..][..16·chunks]` for `k < depth`, `r < 4`,
-        // and writes `c[r·c_row..][..16·chunks]` — all inside the slices, as just checked.
-        // It touches no other memory and no stack; every vector register it uses is
-        // call-clobbered (`clobber_abi`).
-        1 => unsafe {
-            narrow! {
-                "vpxord zmm0, zmm0, zmm0",
-                "vpxord zmm1, zmm1, zmm1",
-                "vpxord zmm2, zmm2, zmm2",
-                "vpxord zmm3, zmm3, zmm3",
-                "2:",
-                "vmovups zmm16, [rdx]",
-                "vbroadcastss zmm20, dword ptr [rsi]",
-                "vfmadd231ps zmm0, zmm16, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                "vfmadd231ps zmm1, zmm16, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                "vfmadd231ps zmm2, zmm16, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                "vfmadd231ps zmm3, zmm16, zmm20",
-                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
-                "mov r8, {c}",
-                "vmovups [r8], zmm0", "add r8, {cs}",
-                "vmovups [r8], zmm1", "add r8, {cs}",
-                "vmovups [r8], zmm2", "add r8, {cs}",
-                "vmovups [r8], zmm3", "add r8, {cs}",
-                "vzeroupper"
-            }
-        },
-        // SAFETY: as above, over 16·chunks columns.
-        2 => unsafe {
-            narrow! {
-                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1",
-                "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
-                "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
-                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
-                "2:",
-                "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]",
-                "vbroadcastss zmm20, dword ptr [rsi]",
-                "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                "vfmadd231ps zmm2, zmm16, zmm20", "vfmadd231ps zmm3, zmm17, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                "vfmadd231ps zmm6, zmm16, zmm20", "vfmadd231ps zmm7, zmm17, zmm20",
-                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
-                "mov r8, {c}",
-                "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "add r8, {cs}",
-                "vmovups [r8], zmm2", "vmovups [r8 + 64], zmm3", "add r8, {cs}",
-                "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "add r8, {cs}",
-                "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "add r8, {cs}",
-                "vzeroupper"
-            }
-        },
-        // SAFETY: as above, over 16·chunks columns.
-        3 => unsafe {
-            narrow! {
-                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2",
-                "vpxord zmm3, zmm3, zmm3", "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
-                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7", "vpxord zmm8, zmm8, zmm8",
-                "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
-                "2:",
-                "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]",
-                "vbroadcastss zmm20, dword ptr [rsi]",
-                "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                "vfmadd231ps zmm3, zmm16, zmm20", "vfmadd231ps zmm4, zmm17, zmm20", "vfmadd231ps zmm5, zmm18, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                "vfmadd231ps zmm6, zmm16, zmm20", "vfmadd231ps zmm7, zmm17, zmm20", "vfmadd231ps zmm8, zmm18, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                "vfmadd231ps zmm9, zmm16, zmm20", "vfmadd231ps zmm10, zmm17, zmm20", "vfmadd231ps zmm11, zmm18, zmm20",
-                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
-                "mov r8, {c}",
-                "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "add r8, {cs}",
-                "vmovups [r8], zmm3", "vmovups [r8 + 64], zmm4", "vmovups [r8 + 128], zmm5", "add r8, {cs}",
-                "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "vmovups [r8 + 128], zmm8", "add r8, {cs}",
-                "vmovups [r8], zmm9", "vmovups [r8 + 64], zmm10", "vmovups [r8 + 128], zmm11", "add r8, {cs}",
-                "vzeroupper"
-            }
-        },
-        _ => return false,
-    }
-    true
-}
-
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 impl Avx512Attend {
     /// [`Wide::block_4x64`], its accumulators starting at `+0.0` when `zero` (then `c` is
@@ -1335,11 +1135,7 @@ impl Avx512Attend {
         }
         let fits = reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
             && reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len())
-            && reach(1, 0, c_row, 64).is_some_and(|n| n <= c.len())
-            // Byte offsets fit an address register.
-            && [a_step, a_row, b_step, c_row]
-                .iter()
-                .all(|&s| s.checked_mul(12).is_some_and(|n| n <= isize::MAX as usize));
+            && reach(1, 0, c_row, 64).is_some_and(|n| n <= c.len());
         if !fits {
             return false;
         }
@@ -1350,163 +1146,223 @@ impl Avx512Attend {
             _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
         }
         .min(depth);
+        let (a, b) = ((a, a_step, a_row), (b, b_step));
         match self.step {
-            // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
-            // `a[k·a_step + r·a_row]` and `b[k·b_step..][..64]` for `k < depth`, `r < 4`, and
-            // reads and writes `c[r·c_row..][..64]` — all inside the slices, as just checked;
-            // its prefetches (which never fault) name lines of `ahead` at the offsets of `b`'s.
-            // It touches no other memory and no stack; every vector register it uses is
-            // call-clobbered (`clobber_abi`).
+            // SAFETY: the token exists only where AVX-512F was detected; `depth` is positive,
+            // `a` holds `(depth - 1)·a_step + 3·a_row + 1` values, `b` `(depth - 1)·b_step +
+            // 64` and `c` `3·c_row + 64`, as just checked, and `early <= depth`.
             Step::Fused => unsafe {
-                core::arch::asm!(
-                    // From +0.0 (`c` not read) or from `c`.
-                    "test {zero}, {zero}",
-                    "jz 3f",
-                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
-                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
-                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
-                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
-                    "jmp 2f",
-                    "3:",
-                    "mov r8, {c}",
-                    "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
-
-                    "2:",
-                    // One request per line read, for the same columns of the rows wanted later.
-                    "mov rcx, {early}", "test rcx, rcx", "jz 7f",
-                    "5:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20", "vfmadd231ps zmm3, zmm19, zmm20",
-                    "prefetcht0 [r9 + 0]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20", "vfmadd231ps zmm6, zmm18, zmm20", "vfmadd231ps zmm7, zmm19, zmm20",
-                    "prefetcht0 [r9 + 64]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vfmadd231ps zmm8, zmm16, zmm20", "vfmadd231ps zmm9, zmm17, zmm20", "vfmadd231ps zmm10, zmm18, zmm20", "vfmadd231ps zmm11, zmm19, zmm20",
-                    "prefetcht0 [r9 + 128]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vfmadd231ps zmm12, zmm16, zmm20", "vfmadd231ps zmm13, zmm17, zmm20", "vfmadd231ps zmm14, zmm18, zmm20", "vfmadd231ps zmm15, zmm19, zmm20",
-                    "prefetcht0 [r9 + 192]",
-                    "add rsi, {astep}", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
-                    "7:",
-                    "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
-                    "6:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20", "vfmadd231ps zmm3, zmm19, zmm20",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20", "vfmadd231ps zmm6, zmm18, zmm20", "vfmadd231ps zmm7, zmm19, zmm20",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vfmadd231ps zmm8, zmm16, zmm20", "vfmadd231ps zmm9, zmm17, zmm20", "vfmadd231ps zmm10, zmm18, zmm20", "vfmadd231ps zmm11, zmm19, zmm20",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vfmadd231ps zmm12, zmm16, zmm20", "vfmadd231ps zmm13, zmm17, zmm20", "vfmadd231ps zmm14, zmm18, zmm20", "vfmadd231ps zmm15, zmm19, zmm20",
-                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 6b",
-                    "4:",
-                    "mov r8, {c}",
-                    "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "vmovups [r8 + 192], zmm3", "add r8, {cs}",
-                    "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "vmovups [r8 + 128], zmm6", "vmovups [r8 + 192], zmm7", "add r8, {cs}",
-                    "vmovups [r8], zmm8", "vmovups [r8 + 64], zmm9", "vmovups [r8 + 128], zmm10", "vmovups [r8 + 192], zmm11", "add r8, {cs}",
-                    "vmovups [r8], zmm12", "vmovups [r8 + 64], zmm13", "vmovups [r8 + 128], zmm14", "vmovups [r8 + 192], zmm15", "add r8, {cs}",
-                    "vzeroupper",
-                    inout("rsi") a.as_ptr() => _,
-                    inout("rdx") b.as_ptr() => _,
-                    c = in(reg) c.as_mut_ptr(),
-                    out("r8") _,
-                    inout("r9") ahead.as_ptr() => _,
-                    early = in(reg) early,
-                    depth = in(reg) depth,
-                    out("rcx") _,
-                    ar = in(reg) a_row * 4,
-                    ar3 = in(reg) a_row * 12,
-                    astep = in(reg) a_step * 4,
-                    bstep = in(reg) b_step * 4,
-                    cs = in(reg) c_row * 4,
-                    zero = in(reg) usize::from(zero),
-                    clobber_abi("C"),
-                    options(nostack),
-                )
+                product_avx512::<true, 4>(a, b, depth, c, c_row, zero, ahead, early)
             },
-            // SAFETY: as above; the loop differs only in its arithmetic.
+            // SAFETY: as above.
             Step::Unfused => unsafe {
-                core::arch::asm!(
-                    // From +0.0 (`c` not read) or from `c`.
-                    "test {zero}, {zero}",
-                    "jz 3f",
-                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
-                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
-                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
-                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
-                    "jmp 2f",
-                    "3:",
-                    "mov r8, {c}",
-                    "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
-
-                    "2:",
-                    // One request per line read, for the same columns of the rows wanted later.
-                    "mov rcx, {early}", "test rcx, rcx", "jz 7f",
-                    "5:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm0, zmm0, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm1, zmm1, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm2, zmm2, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm3, zmm3, zmm24",
-                    "prefetcht0 [r9 + 0]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm4, zmm4, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm5, zmm5, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm6, zmm6, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm7, zmm7, zmm24",
-                    "prefetcht0 [r9 + 64]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm8, zmm8, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm9, zmm9, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm10, zmm10, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm11, zmm11, zmm24",
-                    "prefetcht0 [r9 + 128]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm12, zmm12, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm13, zmm13, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm14, zmm14, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm15, zmm15, zmm24",
-                    "prefetcht0 [r9 + 192]",
-                    "add rsi, {astep}", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
-                    "7:",
-                    "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
-                    "6:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm0, zmm0, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm1, zmm1, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm2, zmm2, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm3, zmm3, zmm24",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm4, zmm4, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm5, zmm5, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm6, zmm6, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm7, zmm7, zmm24",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm8, zmm8, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm9, zmm9, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm10, zmm10, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm11, zmm11, zmm24",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm12, zmm12, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm13, zmm13, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm14, zmm14, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm15, zmm15, zmm24",
-                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 6b",
-                    "4:",
-                    "mov r8, {c}",
-                    "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "vmovups [r8 + 192], zmm3", "add r8, {cs}",
-                    "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "vmovups [r8 + 128], zmm6", "vmovups [r8 + 192], zmm7", "add r8, {cs}",
-                    "vmovups [r8], zmm8", "vmovups [r8 + 64], zmm9", "vmovups [r8 + 128], zmm10", "vmovups [r8 + 192], zmm11", "add r8, {cs}",
-                    "vmovups [r8], zmm12", "vmovups [r8 + 64], zmm13", "vmovups [r8 + 128], zmm14", "vmovups [r8 + 192], zmm15", "add r8, {cs}",
-                    "vzeroupper",
-                    inout("rsi") a.as_ptr() => _,
-                    inout("rdx") b.as_ptr() => _,
-                    c = in(reg) c.as_mut_ptr(),
-                    out("r8") _,
-                    inout("r9") ahead.as_ptr() => _,
-                    early = in(reg) early,
-                    depth = in(reg) depth,
-                    out("rcx") _,
-                    ar = in(reg) a_row * 4,
-                    ar3 = in(reg) a_row * 12,
-                    astep = in(reg) a_step * 4,
-                    bstep = in(reg) b_step * 4,
-                    cs = in(reg) c_row * 4,
-                    zero = in(reg) usize::from(zero),
-                    clobber_abi("C"),
-                    options(nostack),
-                )
+                product_avx512::<false, 4>(a, b, depth, c, c_row, zero, ahead, early)
             },
         }
         true
     }
+
+    /// The native mode's product from zero over `16·chunks` columns, `chunks` in `1..=3`: the
+    /// loop of [`block`](Self::block) with fewer accumulators (`4·chunks`), each element the
+    /// same chain. Returns `false`, having done nothing, for another `chunks` or slices too
+    /// short.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn narrow_fused_from_zero(
+        self,
+        chunks: usize,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool {
+        let width = 16 * chunks;
+        let fits = depth > 0
+            && (1..=3).contains(&chunks)
+            && reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
+            && reach(depth, b_step, 0, width).is_some_and(|n| n <= b.len())
+            && reach(1, 0, c_row, width).is_some_and(|n| n <= c.len());
+        if !fits {
+            return false;
+        }
+        let (a, b) = ((a, a_step, a_row), (b, b_step));
+        // SAFETY: the token exists only where AVX-512F was detected; `chunks` is in `1..=3`,
+        // `depth` is positive, `a` holds `(depth - 1)·a_step + 3·a_row + 1` values, `b`
+        // `(depth - 1)·b_step + 16·chunks` and `c` `3·c_row + 16·chunks`, as just checked;
+        // no step requests (`early` 0).
+        unsafe {
+            match chunks {
+                1 => product_avx512::<true, 1>(a, b, depth, c, c_row, true, &[], 0),
+                2 => product_avx512::<true, 2>(a, b, depth, c, c_row, true, &[], 0),
+                _ => product_avx512::<true, 3>(a, b, depth, c, c_row, true, &[], 0),
+            }
+        }
+        true
+    }
+}
+
+/// [`Wide::weigh_1x64_ahead`]: the 64 values of `c` in four accumulators, a
+/// [`weigh_step`] per value row, the first `early` steps each requesting the four lines of
+/// `ahead` at the offsets of `b`'s.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `depth` is positive and at most `a.len()`, `b` holds at least
+/// `(depth - 1)·b_step + 64` values and `c` at least 64; `early <= depth`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn weigh_1x64_avx512<const FUSED: bool>(
+    a: &[f32],
+    b: &[f32],
+    b_step: usize,
+    depth: usize,
+    c: &mut [f32],
+    ahead: &[f32],
+    early: usize,
+) {
+    debug_assert!(0 < depth && depth <= a.len() && early <= depth && c.len() >= 64);
+    debug_assert!((depth - 1) * b_step + 64 <= b.len());
+    let (bp, cp, later) = (b.as_ptr(), c.as_mut_ptr(), ahead.as_ptr());
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for (j, acc) in acc.iter_mut().enumerate() {
+        // SAFETY: `c[16·j..][..16]`, `j < 4`: inside `c` (the caller's length).
+        *acc = unsafe { _mm512_loadu_ps(cp.add(16 * j)) };
+    }
+    let a = &a[..depth];
+    for (k, &w) in a[..early].iter().enumerate() {
+        // SAFETY: `b[k·b_step..][..64]`, `k < depth`: inside `b` (the caller's length).
+        acc = unsafe { weigh_step::<FUSED>(acc, w, bp.add(k * b_step)) };
+        for j in 0..4 {
+            request(later.wrapping_add(k * b_step + 16 * j));
+        }
+    }
+    for (k, &w) in a.iter().enumerate().skip(early) {
+        // SAFETY: as above.
+        acc = unsafe { weigh_step::<FUSED>(acc, w, bp.add(k * b_step)) };
+    }
+    for (j, &acc) in acc.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_ps(cp.add(16 * j), acc) };
+    }
+}
+
+/// One step of [`weigh_1x64_avx512`]: `acc[j] + w·b[16·j..][..16]` for `j < 4`.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `b[..64]` can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn weigh_step<const FUSED: bool>(acc: [__m512; 4], w: f32, b: *const f32) -> [__m512; 4] {
+    let w = _mm512_set1_ps(w);
+    let mut sums = acc;
+    for (j, sum) in sums.iter_mut().enumerate() {
+        // SAFETY: `b[16·j..][..16]`, `j < 4`, as the caller guarantees.
+        *sum = mul_add::<FUSED>(*sum, w, unsafe { _mm512_loadu_ps(b.add(16 * j)) });
+    }
+    sums
+}
+
+/// The four rows' product over `16·N` columns, `N` in `1..=4`, with `a = (a, a_step, a_row)`
+/// and `b = (b, b_step)`: `c[r·c_row + x] + Σ_k a[k·a_step + r·a_row] · b[k·b_step + x]` for
+/// `r < 4`, `x < 16·N`, from `+0.0` instead of `c` when `zero` (then `c` is written, never
+/// read), in increasing `k`: `4·N` accumulators, a [`product_step`] per `k`, the first `early`
+/// steps each requesting the lines of `ahead` at the offsets of `b`'s.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `N` is in `1..=4`, `depth` is positive, `a` holds at least `(depth -
+/// 1)·a_step + 3·a_row + 1` values, `b` at least `(depth - 1)·b_step + 16·N` and `c` at least
+/// `3·c_row + 16·N`; `early <= depth`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_avx512<const FUSED: bool, const N: usize>(
+    (a, a_step, a_row): (&[f32], usize, usize),
+    (b, b_step): (&[f32], usize),
+    depth: usize,
+    c: &mut [f32],
+    c_row: usize,
+    zero: bool,
+    ahead: &[f32],
+    early: usize,
+) {
+    debug_assert!((1..=4).contains(&N) && 0 < depth && early <= depth);
+    debug_assert!((depth - 1) * a_step + 3 * a_row < a.len());
+    debug_assert!((depth - 1) * b_step + 16 * N <= b.len() && 3 * c_row + 16 * N <= c.len());
+    let (ap, bp, cp, later) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), ahead.as_ptr());
+    // acc[N·r + j]: row `r`, columns `16·j..16·j + 16`.
+    let mut acc = [_mm512_setzero_ps(); 16];
+    if !zero {
+        for r in 0..4 {
+            for j in 0..N {
+                // SAFETY: `c[r·c_row + 16·j..][..16]`, `r < 4`, `j < N`: inside `c` (the
+                // caller's length).
+                acc[N * r + j] = unsafe { _mm512_loadu_ps(cp.add(r * c_row + 16 * j)) };
+            }
+        }
+    }
+    for k in 0..early {
+        // SAFETY: `a[k·a_step + r·a_row]` for `r < 4` and `b[k·b_step..][..16·N]`, `k <
+        // depth`: inside the slices (the caller's lengths).
+        acc = unsafe {
+            let (a, b) = (ap.add(k * a_step), bp.add(k * b_step));
+            product_step::<FUSED, N, true>(acc, a, a_row, b, later.wrapping_add(k * b_step))
+        };
+    }
+    for k in early..depth {
+        // SAFETY: as above.
+        acc = unsafe {
+            let (a, b) = (ap.add(k * a_step), bp.add(k * b_step));
+            product_step::<FUSED, N, false>(acc, a, a_row, b, later)
+        };
+    }
+    for r in 0..4 {
+        for j in 0..N {
+            // SAFETY: as for the loads.
+            unsafe { _mm512_storeu_ps(cp.add(r * c_row + 16 * j), acc[N * r + j]) };
+        }
+    }
+}
+
+/// One step `k` of [`product_avx512`]: `acc[N·r + j] + a[r·a_row] · b[16·j..][..16]` for
+/// `r < 4`, `j < N`, as the mode rounds ([`mul_add`]); with `REQUEST`, the line at `later +
+/// 16·r` requested after row `r`'s products.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `a[r·a_row]` for `r < 4` and `b[..16·N]` can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn product_step<const FUSED: bool, const N: usize, const REQUEST: bool>(
+    mut acc: [__m512; 16],
+    a: *const f32,
+    a_row: usize,
+    b: *const f32,
+    later: *const f32,
+) -> [__m512; 16] {
+    let mut row = [_mm512_setzero_ps(); 4];
+    for (j, row) in row.iter_mut().enumerate().take(N) {
+        // SAFETY: `b[16·j..][..16]`, `j < N`, as the caller guarantees.
+        *row = unsafe { _mm512_loadu_ps(b.add(16 * j)) };
+    }
+    for r in 0..4 {
+        // SAFETY: `a[r·a_row]`, `r < 4`, as the caller guarantees.
+        let x = _mm512_set1_ps(unsafe { *a.add(r * a_row) });
+        for j in 0..N {
+            acc[N * r + j] = mul_add::<FUSED>(acc[N * r + j], row[j], x);
+        }
+        if REQUEST {
+            request(later.wrapping_add(16 * r));
+        }
+    }
+    acc
 }
 
 #[cfg(all(test, target_arch = "x86_64", feature = "std", not(feature = "loom")))]
