@@ -2,18 +2,22 @@
 //! accumulators of 16 lanes, the step of both the score phase (queries against a transposed
 //! key tile) and the weighted sum (weights against value rows).
 //!
-//! Written as inline assembly when the AVX-512 intrinsics and `target_feature(enable =
-//! "avx512f")` were newer than the crate's minimum Rust version; the native mode's `exp` is
-//! `core::arch` intrinsics now, the rest is to follow. Each element is the
-//! chain of the 8-lane kernels (`scores_block`, `weigh_rows` in `lanes.rs`): its steps in
-//! increasing `k`, each `vmulps` then `vaddps` (two roundings) or one `vfmadd231ps`, so the
-//! bits are those of every other backend in the same mode; only 64 columns run at once.
+//! Written with `core::arch` intrinsics (it was inline assembly while the AVX-512 intrinsics
+//! and `target_feature(enable = "avx512f")` were newer than the crate's minimum Rust
+//! version): each kernel is an `avx512f` function whose accumulators are fixed arrays of
+//! `__m512` the compiler keeps in registers, every index a constant once the loops over rows
+//! and columns unroll. Each element is the chain of the 8-lane kernels (`scores_block`,
+//! `weigh_rows` in `lanes.rs`): its steps in increasing `k`, each an `_mm512_mul_ps` then an
+//! `_mm512_add_ps` (two roundings: Rust never contracts them into a fused multiply-add) or
+//! one `_mm512_fmadd_ps` ([`mul_add`]), so the bits are those of every other backend in the
+//! same mode; only 64 columns run at once. The decode score kernels read 16 key rows at a
+//! time and turn them into 16 columns in registers ([`transpose16`]).
 //!
 //! The softmax's `exp(s - max)` runs 16 lanes at a time here too ([`Wide::exp_shifted`]):
-//! in the portable mode the operations of the portable `exp`, one instruction each, in its
-//! order, never fused; in the native mode a shorter fused evaluation ending in `vscalefps`
-//! (`exp_shifted_fused`), masked over a row's last partial chunk, so that no value of a row
-//! is left to the scalar `exp`.
+//! in the portable mode the operations of the portable `exp`, one intrinsic each, in its
+//! order, never fused ([`exp16_portable`]); in the native mode a shorter fused evaluation
+//! ending in `vscalefps` (`exp_shifted_fused`), masked over a row's last partial chunk, so
+//! that no value of a row is left to the scalar `exp`.
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 use super::super::gemm_avx512::Step;
@@ -1637,7 +1641,7 @@ mod tests {
                 keys[17 * hd] = f32::INFINITY;
                 keys[30 * hd + hd - 1] = -0.0;
                 let ahead = vec![0.0f32; 32 * hd];
-                // Requests from the assembly (32 whole rows) and from the caller (a part).
+                // Requests from the kernel (32 whole rows) and from the caller (a part).
                 for later in [&ahead[..], &ahead[..hd]] {
                     let mut got = vec![-7.0f32; 33];
                     assert!(wide.scores_1x32(&q, &keys, later, &mut got));
