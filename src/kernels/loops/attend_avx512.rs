@@ -149,11 +149,10 @@ pub(crate) trait Wide: Copy {
 
     /// `out[x] = Σ_d q[d] · keys[x·hd + d]` for the 32 key rows `x < 32` of `keys` (read in
     /// place, `hd = q.len()` values each), each one chain over `d` in increasing order from
-    /// `+0.0`, rounding as the mode does: the chains of the 8-lane row kernel, 32 keys at once
-    /// through 16 × 16 register transposes, two chains in flight. Requests `later` (the key
-    /// rows wanted next, 32 when whole) into L1, a line per step. Returns `false`, having done
-    /// nothing, where it has no such kernel, `hd` is not a positive multiple of 16 or the
-    /// slices are too short.
+    /// `+0.0`, rounding as the mode does: the chains of the 8-lane row kernel, 16 keys at a
+    /// time through 16 × 16 register transposes. Requests `later` (the key rows wanted next,
+    /// 32 when whole) into L1, a line per step. Returns `false`, having done nothing, where it
+    /// has no such kernel, `hd` is not a positive multiple of 16 or the slices are too short.
     fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool;
 
     /// `out[r·out_row + x] = Σ_{d < hd} q[r·hd + d] · keys[x·hd + d]` for `r < 4`, `x < 32`,
