@@ -795,10 +795,11 @@ impl<W: Wide> RowTile<'_, '_, W> {
             }
         }
         while R == 4 && j + 32 <= count {
-            // Four rows against 32 keys: eight chains of 16 lanes, enough to keep AVX-512's
-            // multiply-adds busy, where 8-lane chains of four rows wait on their latency. It
-            // requests a line of the keys wanted later per line it reads; the weighted sum
-            // requests the values the same way, both [`AHEAD_WIDE`] keys on.
+            // Four rows against 32 keys: chains of 16 lanes, the four rows against 16 keys at
+            // a time (the transposes of the keys fill the wait between their steps), where
+            // 8-lane chains of four rows wait on their latency. It requests a line of the keys
+            // wanted later per line it reads; the weighted sum requests the values the same
+            // way, both [`AHEAD_WIDE`] keys on.
             let block = &keys[j * hd..(j + 32) * hd];
             let [k_later, v_later] = later(AHEAD_WIDE, j, 32);
             if !wide.scores_4x32(q, hd, block, k_later, &mut scores[j..], KEY_TILE) {

@@ -2,21 +2,27 @@
 //! accumulators of 16 lanes, the step of both the score phase (queries against a transposed
 //! key tile) and the weighted sum (weights against value rows).
 //!
-//! Written as inline assembly when the AVX-512 intrinsics and `target_feature(enable =
-//! "avx512f")` were newer than the crate's minimum Rust version; the native mode's `exp` is
-//! `core::arch` intrinsics now, the rest is to follow. Each element is the
-//! chain of the 8-lane kernels (`scores_block`, `weigh_rows` in `lanes.rs`): its steps in
-//! increasing `k`, each `vmulps` then `vaddps` (two roundings) or one `vfmadd231ps`, so the
-//! bits are those of every other backend in the same mode; only 64 columns run at once.
+//! Written with `core::arch` intrinsics (it was inline assembly while the AVX-512 intrinsics
+//! and `target_feature(enable = "avx512f")` were newer than the crate's minimum Rust
+//! version): each kernel is an `avx512f` function whose accumulators are fixed arrays of
+//! `__m512` the compiler keeps in registers, every index a constant once the loops over rows
+//! and columns unroll. Each element is the chain of the 8-lane kernels (`scores_block`,
+//! `weigh_rows` in `lanes.rs`): its steps in increasing `k`, each an `_mm512_mul_ps` then an
+//! `_mm512_add_ps` (two roundings: Rust never contracts them into a fused multiply-add) or
+//! one `_mm512_fmadd_ps` ([`mul_add`]), so the bits are those of every other backend in the
+//! same mode; only 64 columns run at once. The decode score kernels read 16 key rows at a
+//! time and turn them into 16 columns in registers ([`transpose16`]).
 //!
 //! The softmax's `exp(s - max)` runs 16 lanes at a time here too ([`Wide::exp_shifted`]):
-//! in the portable mode the operations of the portable `exp`, one instruction each, in its
-//! order, never fused; in the native mode a shorter fused evaluation ending in `vscalefps`
-//! (`exp_shifted_fused`), masked over a row's last partial chunk, so that no value of a row
-//! is left to the scalar `exp`.
+//! in the portable mode the operations of the portable `exp`, one intrinsic each, in its
+//! order, never fused ([`exp16_portable`]); in the native mode a shorter fused evaluation
+//! ending in `vscalefps` (`exp_shifted_fused`), masked over a row's last partial chunk, so
+//! that no value of a row is left to the scalar `exp`.
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 use super::super::gemm_avx512::Step;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+use core::arch::x86_64::*;
 
 /// A block kernel for the attention's two products; [`Narrow`] has none.
 pub(crate) trait Wide: Copy {
@@ -143,11 +149,10 @@ pub(crate) trait Wide: Copy {
 
     /// `out[x] = Σ_d q[d] · keys[x·hd + d]` for the 32 key rows `x < 32` of `keys` (read in
     /// place, `hd = q.len()` values each), each one chain over `d` in increasing order from
-    /// `+0.0`, rounding as the mode does: the chains of the 8-lane row kernel, 32 keys at once
-    /// through 16 × 16 register transposes, two chains in flight. Requests `later` (the key
-    /// rows wanted next, 32 when whole) into L1, a line per step. Returns `false`, having done
-    /// nothing, where it has no such kernel, `hd` is not a positive multiple of 16 or the
-    /// slices are too short.
+    /// `+0.0`, rounding as the mode does: the chains of the 8-lane row kernel, 16 keys at a
+    /// time through 16 × 16 register transposes. Requests `later` (the key rows wanted next,
+    /// 32 when whole) into L1, a line per step. Returns `false`, having done nothing, where it
+    /// has no such kernel, `hd` is not a positive multiple of 16 or the slices are too short.
     fn scores_1x32(self, q: &[f32], keys: &[f32], later: &[f32], out: &mut [f32]) -> bool;
 
     /// `out[r·out_row + x] = Σ_{d < hd} q[r·hd + d] · keys[x·hd + d]` for `r < 4`, `x < 32`,
@@ -319,47 +324,47 @@ fn reach(len: usize, step: usize, row: usize, width: usize) -> Option<usize> {
         .checked_add(width)
 }
 
-/// The constants of [`exp`](super::super::exp::exp) in the order the assembly reads them
-/// (byte offset `4·i`), each broadcast to 16 lanes from memory.
+/// The constants of [`exp`](super::super::exp::exp) in the order [`exp16_portable`] uses
+/// them (`c[i]`, each broadcast to 16 lanes).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 static EXP_CONSTANTS: [u32; 16] = {
     use super::super::exp::{EXP_MAX_ARG, EXP_MIN_ARG};
     [
         EXP_MIN_ARG.to_bits(),               // 0
-        EXP_MAX_ARG.to_bits(),               // 4
-        core::f32::consts::LOG2_E.to_bits(), // 8
-        12_582_912.0f32.to_bits(),           // 12: the rounding constant 1.5 · 2²³
-        0.693_359_4f32.to_bits(),            // 16: ln 2, high part
-        (-2.121_944_4e-4f32).to_bits(),      // 20: ln 2, low part
-        1.987_569_1e-4f32.to_bits(),         // 24: the polynomial, highest degree first
-        1.398_199_9e-3f32.to_bits(),         // 28
-        8.333_452e-3f32.to_bits(),           // 32
-        4.166_579_6e-2f32.to_bits(),         // 36
-        0.166_666_65f32.to_bits(),           // 40
-        0.5f32.to_bits(),                    // 44
-        1.0f32.to_bits(),                    // 48
-        127,                                 // 52: the exponent bias, an integer
-        f32::INFINITY.to_bits(),             // 56
-        0x7fc0_0000,                         // 60: f32::NAN
+        EXP_MAX_ARG.to_bits(),               // 1
+        core::f32::consts::LOG2_E.to_bits(), // 2
+        12_582_912.0f32.to_bits(),           // 3: the rounding constant 1.5 · 2²³
+        0.693_359_4f32.to_bits(),            // 4: ln 2, high part
+        (-2.121_944_4e-4f32).to_bits(),      // 5: ln 2, low part
+        1.987_569_1e-4f32.to_bits(),         // 6: the polynomial, highest degree first
+        1.398_199_9e-3f32.to_bits(),         // 7
+        8.333_452e-3f32.to_bits(),           // 8
+        4.166_579_6e-2f32.to_bits(),         // 9
+        0.166_666_65f32.to_bits(),           // 10
+        0.5f32.to_bits(),                    // 11
+        1.0f32.to_bits(),                    // 12
+        127,                                 // 13: the exponent bias, an integer
+        f32::INFINITY.to_bits(),             // 14
+        0x7fc0_0000,                         // 15: f32::NAN
     ]
 };
 
-/// The constants of the native mode's `exp` ([`exp_shifted_fused`]), in the order the assembly
-/// broadcasts them (byte offset `4·i`).
+/// The constants of the native mode's `exp` ([`exp_shifted_fused`]), in the order [`exp16`]
+/// uses them (`c[i]`, each broadcast to 16 lanes).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 static EXP_FUSED_CONSTANTS: [u32; 12] = [
     (-104.0f32).to_bits(),               // 0: below it e^x < 2^-150 rounds to +0.0
-    89.0f32.to_bits(),                   // 4: above it e^x overflows to +inf
-    core::f32::consts::LOG2_E.to_bits(), // 8
-    12_582_912.0f32.to_bits(),           // 12: the rounding constant 1.5 · 2²³
-    (-0.693_359_4f32).to_bits(),         // 16: -ln 2, high part (few bits: n · it is exact)
-    2.121_944_4e-4f32.to_bits(),         // 20: -ln 2, low part
-    0x3c07_d407,                         // 24: the polynomial, degree 5 down to 1
-    0x3d2b_9d43,                         // 28
-    0x3e2a_ad36,                         // 32
-    0x3eff_fee2,                         // 36
-    0x3f7f_fffb,                         // 40
-    1.0f32.to_bits(),                    // 44: degree 0, exactly 1 so that e^0 = 1
+    89.0f32.to_bits(),                   // 1: above it e^x overflows to +inf
+    core::f32::consts::LOG2_E.to_bits(), // 2
+    12_582_912.0f32.to_bits(),           // 3: the rounding constant 1.5 · 2²³
+    (-0.693_359_4f32).to_bits(),         // 4: -ln 2, high part (few bits: n · it is exact)
+    2.121_944_4e-4f32.to_bits(),         // 5: -ln 2, low part
+    0x3c07_d407,                         // 6: the polynomial, degree 5 down to 1
+    0x3d2b_9d43,                         // 7
+    0x3e2a_ad36,                         // 8
+    0x3eff_fee2,                         // 9
+    0x3f7f_fffb,                         // 10
+    1.0f32.to_bits(),                    // 11: degree 0, exactly 1 so that e^0 = 1
 ];
 
 /// The native mode's `xs[j] = e^(xs[j] - top)` over all of `xs` (a masked last chunk), adding
@@ -388,7 +393,6 @@ fn exp_shifted_fused(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[target_feature(enable = "avx512f")]
 unsafe fn exp_shifted_fused_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) -> usize {
-    use core::arch::x86_64::*;
     let len = xs.len();
     let mut c = [_mm512_setzero_ps(); 12];
     for (c, &bits) in c.iter_mut().zip(&EXP_FUSED_CONSTANTS) {
@@ -435,12 +439,7 @@ unsafe fn exp_shifted_fused_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn exp16(
-    x: core::arch::x86_64::__m512,
-    top: core::arch::x86_64::__m512,
-    c: &[core::arch::x86_64::__m512; 12],
-) -> core::arch::x86_64::__m512 {
-    use core::arch::x86_64::*;
+fn exp16(x: __m512, top: __m512, c: &[__m512; 12]) -> __m512 {
     let x = _mm512_min_ps(c[1], _mm512_max_ps(c[0], _mm512_sub_ps(x, top)));
     let nf = _mm512_sub_ps(_mm512_fmadd_ps(x, c[2], c[3]), c[3]);
     let r = _mm512_fmadd_ps(nf, c[5], _mm512_fmadd_ps(nf, c[4], x));
@@ -452,6 +451,133 @@ fn exp16(
     _mm512_scalef_ps(p, nf)
 }
 
+/// The portable mode's `xs[j] = exp(xs[j] - top)` over `xs`, whole chunks of 16, adding each
+/// chunk's low then high eight results to `lanes`, chunk after chunk, as `sum` adds 8-lane
+/// chunks in increasing order. Four chunks a pass, then two, then one ([`exp16_portable`]):
+/// each chunk is one long chain of dependent steps, which alone would leave the units idle.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `xs.len()` is a multiple of 16.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_shifted_portable_avx512(xs: &mut [f32], top: f32, lanes: &mut [f32; 8]) {
+    debug_assert!(xs.len().is_multiple_of(16));
+    let top = _mm512_set1_ps(top);
+    // SAFETY: `lanes` is 8 values.
+    let mut sum = unsafe { _mm256_loadu_ps(lanes.as_ptr()) };
+    let mut quads = xs.chunks_exact_mut(64);
+    for quad in &mut quads {
+        // SAFETY: 64 values of the slice.
+        sum = unsafe { exp_chunks::<4>(quad.as_mut_ptr(), top, sum) };
+    }
+    let mut rest = quads.into_remainder();
+    if rest.len() >= 32 {
+        // SAFETY: 32 values of the slice.
+        sum = unsafe { exp_chunks::<2>(rest.as_mut_ptr(), top, sum) };
+        rest = &mut rest[32..];
+    }
+    if rest.len() == 16 {
+        // SAFETY: 16 values of the slice.
+        sum = unsafe { exp_chunks::<1>(rest.as_mut_ptr(), top, sum) };
+    }
+    // SAFETY: `lanes` is 8 values.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+}
+
+/// `N` chunks of [`exp_shifted_portable_avx512`]: `xs[..16·N]` replaced by their
+/// `exp(x - top)`, each chunk's low then high eight added to `sum`, which is returned.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `xs` points to `16·N` values, read and written.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn exp_chunks<const N: usize>(xs: *mut f32, top: __m512, mut sum: __m256) -> __m256 {
+    let mut x = [_mm512_setzero_ps(); N];
+    for (i, x) in x.iter_mut().enumerate() {
+        // SAFETY: chunk `i < N` of the caller's `16·N` values.
+        *x = _mm512_sub_ps(unsafe { _mm512_loadu_ps(xs.add(16 * i)) }, top);
+    }
+    let y = exp16_portable(&x);
+    for (i, &y) in y.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_ps(xs.add(16 * i), y) };
+    }
+    for y in y {
+        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(y));
+        let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(y));
+        sum = _mm256_add_ps(sum, _mm256_castpd_ps(high));
+    }
+    sum
+}
+
+/// The portable [`exp`](super::super::exp::exp) of `N` chunks of 16 lanes, the chunks' steps
+/// side by side: each step is one IEEE operation of `exp`, in its order, rounded alone (no
+/// fused multiply-add), so every lane gets `exp`'s bits. With `c` = [`EXP_CONSTANTS`]: `xc =
+/// clamp(x)` (for NaN `x`, any value: the NaN is selected at the end); `t = xc·log2 e +
+/// magic`, `n = bits(t) - bits(magic)`, `nf = t - magic`; `r = (xc - nf·ln2_hi) - nf·ln2_lo`;
+/// `p = ((((c6·r + c7)·r + c8)·r + c9)·r + c10)·r + c11`; `er = (p·(r·r) + r) + 1`; `half =
+/// n >> 1`, `a = (half + 127) << 23`, `b = (n - half + 127) << 23`; `y = (er·a)·b`; then on
+/// `x`: below the range `+0.0`, above it `+inf`, NaN the NaN.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn exp16_portable<const N: usize>(x: &[__m512; N]) -> [__m512; N] {
+    let mut c = [_mm512_setzero_ps(); 16];
+    for (c, &bits) in c.iter_mut().zip(&EXP_CONSTANTS) {
+        *c = _mm512_set1_ps(f32::from_bits(bits));
+    }
+    let (magic, bias) = (_mm512_castps_si512(c[3]), _mm512_castps_si512(c[13]));
+    let mut xc = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        xc[i] = _mm512_min_ps(_mm512_max_ps(x[i], c[0]), c[1]);
+    }
+    let mut t = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        t[i] = _mm512_add_ps(_mm512_mul_ps(xc[i], c[2]), c[3]);
+    }
+    let mut n = [_mm512_setzero_si512(); N];
+    for i in 0..N {
+        n[i] = _mm512_sub_epi32(_mm512_castps_si512(t[i]), magic);
+    }
+    let mut r = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        let nf = _mm512_sub_ps(t[i], c[3]);
+        let hi = _mm512_sub_ps(xc[i], _mm512_mul_ps(nf, c[4]));
+        r[i] = _mm512_sub_ps(hi, _mm512_mul_ps(nf, c[5]));
+    }
+    let mut p = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        p[i] = _mm512_add_ps(_mm512_mul_ps(c[6], r[i]), c[7]);
+    }
+    for c in &c[8..12] {
+        for i in 0..N {
+            p[i] = _mm512_add_ps(_mm512_mul_ps(p[i], r[i]), *c);
+        }
+    }
+    let mut y = [_mm512_setzero_ps(); N];
+    for i in 0..N {
+        let er = _mm512_mul_ps(p[i], _mm512_mul_ps(r[i], r[i]));
+        let er = _mm512_add_ps(_mm512_add_ps(er, r[i]), c[12]);
+        let half = _mm512_srai_epi32::<1>(n[i]);
+        let a = _mm512_slli_epi32::<23>(_mm512_add_epi32(half, bias));
+        let b = _mm512_slli_epi32::<23>(_mm512_add_epi32(_mm512_sub_epi32(n[i], half), bias));
+        let v = _mm512_mul_ps(
+            _mm512_mul_ps(er, _mm512_castsi512_ps(a)),
+            _mm512_castsi512_ps(b),
+        );
+        let below = _mm512_cmp_ps_mask::<_CMP_LT_OS>(x[i], c[0]);
+        let above = _mm512_cmp_ps_mask::<_CMP_GT_OS>(x[i], c[1]);
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x[i], x[i]);
+        let v = _mm512_mask_mov_ps(v, below, _mm512_setzero_ps());
+        let v = _mm512_mask_mov_ps(v, above, c[14]);
+        y[i] = _mm512_mask_mov_ps(v, nan, c[15]);
+    }
+    y
+}
+
 /// The largest relative error of the native mode's `exp` ([`exp_fused_reference`]) against
 /// f64 `exp`, for results that are normal f32 (the sweep of
 /// `fused_exp_is_within_its_bound_of_f64_exp_wherever_the_result_is_normal` measures
@@ -460,7 +586,7 @@ fn exp16(
 pub(crate) const EXP_FUSED_MAX_REL_ERROR: f64 = 3.0e-7;
 
 /// What [`exp_shifted_fused`] computes for one lane, step by step in scalar code: the
-/// specification its tests hold the assembly to.
+/// specification its tests hold the vector code to.
 #[cfg(all(test, target_arch = "x86_64", feature = "std"))]
 pub(crate) fn exp_fused_reference(x: f32) -> f32 {
     let c = EXP_FUSED_CONSTANTS.map(f32::from_bits);
@@ -498,93 +624,14 @@ impl Wide for Avx512Attend {
             && (hd - 1)
                 .checked_mul(kt_stride)
                 .and_then(|at| at.checked_add(done))
-                .is_some_and(|len| len <= kt.len())
-            // Byte strides fit an address register.
-            && [hd, kt_stride]
-                .iter()
-                .all(|&s| s.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize));
+                .is_some_and(|len| len <= kt.len());
         if !fits {
             return 0;
         }
-        for j in (0..done).step_by(16) {
-            for d in (0..hd).step_by(16) {
-                let src = keys[j * hd + d..].as_ptr();
-                let dst = kt[d * kt_stride + j..].as_mut_ptr();
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
-                // `keys[(j + r)·hd + d..][..16]` and writes `kt[(d + c)·kt_stride + j..][..16]`
-                // for `r, c < 16`: inside the slices, as checked above (`j + 16 <= done`,
-                // `d + 16 <= hd`). It touches no other memory and no stack; every vector
-                // register it uses is call-clobbered (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        // Rows in, then pairs of lanes, pairs of pairs, and 128-bit quarters
-                        // swapped in two rounds: register c ends holding column d + c.
-                        "mov rax, {src}",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
-                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
-                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
-                        "vunpcklps zmm30, zmm14, zmm15", "vunpckhps zmm31, zmm14, zmm15",
-                        "vunpcklpd zmm0, zmm16, zmm18", "vunpckhpd zmm1, zmm16, zmm18", "vunpcklpd zmm2, zmm17, zmm19", "vunpckhpd zmm3, zmm17, zmm19",
-                        "vunpcklpd zmm4, zmm20, zmm22", "vunpckhpd zmm5, zmm20, zmm22", "vunpcklpd zmm6, zmm21, zmm23", "vunpckhpd zmm7, zmm21, zmm23",
-                        "vunpcklpd zmm8, zmm24, zmm26", "vunpckhpd zmm9, zmm24, zmm26", "vunpcklpd zmm10, zmm25, zmm27", "vunpckhpd zmm11, zmm25, zmm27",
-                        "vunpcklpd zmm12, zmm28, zmm30", "vunpckhpd zmm13, zmm28, zmm30", "vunpcklpd zmm14, zmm29, zmm31", "vunpckhpd zmm15, zmm29, zmm31",
-                        "vshuff32x4 zmm16, zmm0, zmm4, 0x88", "vshuff32x4 zmm20, zmm0, zmm4, 0xdd", "vshuff32x4 zmm24, zmm8, zmm12, 0x88", "vshuff32x4 zmm28, zmm8, zmm12, 0xdd",
-                        "vshuff32x4 zmm17, zmm1, zmm5, 0x88", "vshuff32x4 zmm21, zmm1, zmm5, 0xdd", "vshuff32x4 zmm25, zmm9, zmm13, 0x88", "vshuff32x4 zmm29, zmm9, zmm13, 0xdd",
-                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm22, zmm2, zmm6, 0xdd", "vshuff32x4 zmm26, zmm10, zmm14, 0x88", "vshuff32x4 zmm30, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm19, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd", "vshuff32x4 zmm27, zmm11, zmm15, 0x88", "vshuff32x4 zmm31, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm0, zmm16, zmm24, 0x88", "vshuff32x4 zmm8, zmm16, zmm24, 0xdd", "vshuff32x4 zmm4, zmm20, zmm28, 0x88", "vshuff32x4 zmm12, zmm20, zmm28, 0xdd",
-                        "vshuff32x4 zmm1, zmm17, zmm25, 0x88", "vshuff32x4 zmm9, zmm17, zmm25, 0xdd", "vshuff32x4 zmm5, zmm21, zmm29, 0x88", "vshuff32x4 zmm13, zmm21, zmm29, 0xdd",
-                        "vshuff32x4 zmm2, zmm18, zmm26, 0x88", "vshuff32x4 zmm10, zmm18, zmm26, 0xdd", "vshuff32x4 zmm6, zmm22, zmm30, 0x88", "vshuff32x4 zmm14, zmm22, zmm30, 0xdd",
-                        "vshuff32x4 zmm3, zmm19, zmm27, 0x88", "vshuff32x4 zmm11, zmm19, zmm27, 0xdd", "vshuff32x4 zmm7, zmm23, zmm31, 0x88", "vshuff32x4 zmm15, zmm23, zmm31, 0xdd",
-                        "mov rax, {dst}",
-                        "vmovups [rax], zmm0", "add rax, {ds}",
-                        "vmovups [rax], zmm1", "add rax, {ds}",
-                        "vmovups [rax], zmm2", "add rax, {ds}",
-                        "vmovups [rax], zmm3", "add rax, {ds}",
-                        "vmovups [rax], zmm4", "add rax, {ds}",
-                        "vmovups [rax], zmm5", "add rax, {ds}",
-                        "vmovups [rax], zmm6", "add rax, {ds}",
-                        "vmovups [rax], zmm7", "add rax, {ds}",
-                        "vmovups [rax], zmm8", "add rax, {ds}",
-                        "vmovups [rax], zmm9", "add rax, {ds}",
-                        "vmovups [rax], zmm10", "add rax, {ds}",
-                        "vmovups [rax], zmm11", "add rax, {ds}",
-                        "vmovups [rax], zmm12", "add rax, {ds}",
-                        "vmovups [rax], zmm13", "add rax, {ds}",
-                        "vmovups [rax], zmm14", "add rax, {ds}",
-                        "vmovups [rax], zmm15", "add rax, {ds}",
-                        "vzeroupper",
-                        src = in(reg) src,
-                        dst = in(reg) dst,
-                        ss = in(reg) hd * 4,
-                        ds = in(reg) kt_stride * 4,
-                        out("rax") _,
-                        clobber_abi("C"),
-                        options(nostack),
-                    )
-                }
-            }
-        }
+        // SAFETY: the token exists only where AVX-512F was detected; `done` and `hd` are
+        // multiples of 16, `keys` holds `done·hd` values and `kt` `(hd - 1)·kt_stride + done`,
+        // as just checked.
+        unsafe { pack_keys_avx512(keys, hd, done, kt, kt_stride) };
         done
     }
 
@@ -593,379 +640,14 @@ impl Wide for Avx512Attend {
         if let Step::Fused = self.step {
             return exp_shifted_fused(xs, top, lanes);
         }
-        let chunks = xs.len() / 16;
-        if chunks == 0 {
+        let done = xs.len() - xs.len() % 16;
+        if done == 0 {
             return 0;
         }
-        // SAFETY: the token exists only where AVX-512F was detected. The assembly reads and
-        // writes `xs[..16·chunks]`, inside the slice, reads the 16 constants and reads and
-        // writes the 8 values of `lanes`; it touches no other memory and no stack, and every
-        // vector and mask register it uses is call-clobbered (`clobber_abi`). Each step is one
-        // IEEE operation of `exp`, in its order, rounded alone (no fused multiply-add), so
-        // every lane gets `exp`'s bits; the sum adds each chunk's low then high eight lanes,
-        // chunk after chunk, as `sum` adds 8-lane chunks in increasing order.
-        unsafe {
-            core::arch::asm!(
-                "vbroadcastss zmm24, {top:x}",
-                "vmovups ymm25, [{acc}]",
-                "vbroadcastss zmm26, dword ptr [{c}]",
-                "vbroadcastss zmm27, dword ptr [{c} + 4]",
-                "vbroadcastss zmm28, dword ptr [{c} + 12]",
-                "vbroadcastss zmm29, dword ptr [{c} + 52]",
-                "vbroadcastss zmm30, dword ptr [{c} + 56]",
-                "vbroadcastss zmm31, dword ptr [{c} + 60]",
-                "cmp rcx, 4",
-                "jb 3f",
-                // Four chunks a pass, their steps interleaved one by one: each chunk is one
-                // long chain of dependent steps, which alone would leave the units idle. Per
-                // chunk (registers 6i to 6i + 5: x, xc, n, r, p, t): x = xs - top; xc =
-                // clamp(x) (for NaN x, any value: the NaN is selected below); t = xc·log2 e +
-                // magic, n = bits(t) - bits(magic), nf = t - magic; r = (xc - nf·ln2_hi) -
-                // nf·ln2_lo; p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5; er = (p·(r·r) +
-                // r) + 1; half = n >> 1, a = (half + 127) << 23, b = (n - half + 127) << 23;
-                // y = (er·a)·b; then on x: below the range +0.0 (p xor p), above it +inf, NaN
-                // the NaN; the store; the sum's low then high eight lanes, chunk by chunk.
-                "2:",
-                "vmovups zmm0, [rsi + 0]",
-                "vmovups zmm6, [rsi + 64]",
-                "vmovups zmm12, [rsi + 128]",
-                "vmovups zmm18, [rsi + 192]",
-                "vsubps zmm0, zmm0, zmm24",
-                "vsubps zmm6, zmm6, zmm24",
-                "vsubps zmm12, zmm12, zmm24",
-                "vsubps zmm18, zmm18, zmm24",
-                "vmaxps zmm1, zmm0, zmm26",
-                "vmaxps zmm7, zmm6, zmm26",
-                "vmaxps zmm13, zmm12, zmm26",
-                "vmaxps zmm19, zmm18, zmm26",
-                "vminps zmm1, zmm1, zmm27",
-                "vminps zmm7, zmm7, zmm27",
-                "vminps zmm13, zmm13, zmm27",
-                "vminps zmm19, zmm19, zmm27",
-                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm16, zmm13, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm22, zmm19, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm4, zmm4, zmm28",
-                "vaddps zmm10, zmm10, zmm28",
-                "vaddps zmm16, zmm16, zmm28",
-                "vaddps zmm22, zmm22, zmm28",
-                "vpsubd zmm2, zmm4, zmm28",
-                "vpsubd zmm8, zmm10, zmm28",
-                "vpsubd zmm14, zmm16, zmm28",
-                "vpsubd zmm20, zmm22, zmm28",
-                "vsubps zmm4, zmm4, zmm28",
-                "vsubps zmm10, zmm10, zmm28",
-                "vsubps zmm16, zmm16, zmm28",
-                "vsubps zmm22, zmm22, zmm28",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm17, zmm16, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm23, zmm22, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm1, zmm1, zmm5",
-                "vsubps zmm7, zmm7, zmm11",
-                "vsubps zmm13, zmm13, zmm17",
-                "vsubps zmm19, zmm19, zmm23",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm17, zmm16, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm23, zmm22, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm3, zmm1, zmm5",
-                "vsubps zmm9, zmm7, zmm11",
-                "vsubps zmm15, zmm13, zmm17",
-                "vsubps zmm21, zmm19, zmm23",
-                "vbroadcastss zmm4, dword ptr [{c} + 24]",
-                "vbroadcastss zmm10, dword ptr [{c} + 24]",
-                "vbroadcastss zmm16, dword ptr [{c} + 24]",
-                "vbroadcastss zmm22, dword ptr [{c} + 24]",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vmulps zmm16, zmm16, zmm15",
-                "vmulps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 44]{{1to16}}",
-                "vmulps zmm5, zmm3, zmm3",
-                "vmulps zmm11, zmm9, zmm9",
-                "vmulps zmm17, zmm15, zmm15",
-                "vmulps zmm23, zmm21, zmm21",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vmulps zmm16, zmm16, zmm17",
-                "vmulps zmm22, zmm22, zmm23",
-                "vaddps zmm4, zmm4, zmm3",
-                "vaddps zmm10, zmm10, zmm9",
-                "vaddps zmm16, zmm16, zmm15",
-                "vaddps zmm22, zmm22, zmm21",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm16, zmm16, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm22, zmm22, dword ptr [{c} + 48]{{1to16}}",
-                "vpsrad zmm5, zmm2, 1",
-                "vpsrad zmm11, zmm8, 1",
-                "vpsrad zmm17, zmm14, 1",
-                "vpsrad zmm23, zmm20, 1",
-                "vpsubd zmm2, zmm2, zmm5",
-                "vpsubd zmm8, zmm8, zmm11",
-                "vpsubd zmm14, zmm14, zmm17",
-                "vpsubd zmm20, zmm20, zmm23",
-                "vpaddd zmm5, zmm5, zmm29",
-                "vpaddd zmm11, zmm11, zmm29",
-                "vpaddd zmm17, zmm17, zmm29",
-                "vpaddd zmm23, zmm23, zmm29",
-                "vpslld zmm5, zmm5, 23",
-                "vpslld zmm11, zmm11, 23",
-                "vpslld zmm17, zmm17, 23",
-                "vpslld zmm23, zmm23, 23",
-                "vpaddd zmm2, zmm2, zmm29",
-                "vpaddd zmm8, zmm8, zmm29",
-                "vpaddd zmm14, zmm14, zmm29",
-                "vpaddd zmm20, zmm20, zmm29",
-                "vpslld zmm2, zmm2, 23",
-                "vpslld zmm8, zmm8, 23",
-                "vpslld zmm14, zmm14, 23",
-                "vpslld zmm20, zmm20, 23",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vmulps zmm16, zmm16, zmm17",
-                "vmulps zmm22, zmm22, zmm23",
-                "vmulps zmm4, zmm4, zmm2",
-                "vmulps zmm10, zmm10, zmm8",
-                "vmulps zmm16, zmm16, zmm14",
-                "vmulps zmm22, zmm22, zmm20",
-                "vcmpps k1, zmm0, zmm26, 1",
-                "vcmpps k2, zmm0, zmm27, 14",
-                "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm4 {{k1}}, zmm4, zmm4",
-                "vmovaps zmm4 {{k2}}, zmm30",
-                "vmovaps zmm4 {{k3}}, zmm31",
-                "vmovups [rsi + 0], zmm4",
-                "vcmpps k1, zmm6, zmm26, 1",
-                "vcmpps k2, zmm6, zmm27, 14",
-                "vcmpps k3, zmm6, zmm6, 3",
-                "vpxord zmm10 {{k1}}, zmm10, zmm10",
-                "vmovaps zmm10 {{k2}}, zmm30",
-                "vmovaps zmm10 {{k3}}, zmm31",
-                "vmovups [rsi + 64], zmm10",
-                "vcmpps k1, zmm12, zmm26, 1",
-                "vcmpps k2, zmm12, zmm27, 14",
-                "vcmpps k3, zmm12, zmm12, 3",
-                "vpxord zmm16 {{k1}}, zmm16, zmm16",
-                "vmovaps zmm16 {{k2}}, zmm30",
-                "vmovaps zmm16 {{k3}}, zmm31",
-                "vmovups [rsi + 128], zmm16",
-                "vcmpps k1, zmm18, zmm26, 1",
-                "vcmpps k2, zmm18, zmm27, 14",
-                "vcmpps k3, zmm18, zmm18, 3",
-                "vpxord zmm22 {{k1}}, zmm22, zmm22",
-                "vmovaps zmm22 {{k2}}, zmm30",
-                "vmovaps zmm22 {{k3}}, zmm31",
-                "vmovups [rsi + 192], zmm22",
-                "vaddps ymm25, ymm25, ymm4",
-                "vextractf64x4 ymm5, zmm4, 1",
-                "vaddps ymm25, ymm25, ymm5",
-                "vaddps ymm25, ymm25, ymm10",
-                "vextractf64x4 ymm11, zmm10, 1",
-                "vaddps ymm25, ymm25, ymm11",
-                "vaddps ymm25, ymm25, ymm16",
-                "vextractf64x4 ymm17, zmm16, 1",
-                "vaddps ymm25, ymm25, ymm17",
-                "vaddps ymm25, ymm25, ymm22",
-                "vextractf64x4 ymm23, zmm22, 1",
-                "vaddps ymm25, ymm25, ymm23",
-                "add rsi, 256",
-                "sub rcx, 4",
-                "cmp rcx, 4",
-                "jae 2b",
-                "3:",
-                "cmp rcx, 2",
-                "jb 5f",
-                "vmovups zmm0, [rsi + 0]",
-                "vmovups zmm6, [rsi + 64]",
-                "vsubps zmm0, zmm0, zmm24",
-                "vsubps zmm6, zmm6, zmm24",
-                "vmaxps zmm1, zmm0, zmm26",
-                "vmaxps zmm7, zmm6, zmm26",
-                "vminps zmm1, zmm1, zmm27",
-                "vminps zmm7, zmm7, zmm27",
-                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vmulps zmm10, zmm7, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm4, zmm4, zmm28",
-                "vaddps zmm10, zmm10, zmm28",
-                "vpsubd zmm2, zmm4, zmm28",
-                "vpsubd zmm8, zmm10, zmm28",
-                "vsubps zmm4, zmm4, zmm28",
-                "vsubps zmm10, zmm10, zmm28",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm1, zmm1, zmm5",
-                "vsubps zmm7, zmm7, zmm11",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vmulps zmm11, zmm10, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm3, zmm1, zmm5",
-                "vsubps zmm9, zmm7, zmm11",
-                "vbroadcastss zmm4, dword ptr [{c} + 24]",
-                "vbroadcastss zmm10, dword ptr [{c} + 24]",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vmulps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 44]{{1to16}}",
-                "vmulps zmm5, zmm3, zmm3",
-                "vmulps zmm11, zmm9, zmm9",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vaddps zmm4, zmm4, zmm3",
-                "vaddps zmm10, zmm10, zmm9",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
-                "vaddps zmm10, zmm10, dword ptr [{c} + 48]{{1to16}}",
-                "vpsrad zmm5, zmm2, 1",
-                "vpsrad zmm11, zmm8, 1",
-                "vpsubd zmm2, zmm2, zmm5",
-                "vpsubd zmm8, zmm8, zmm11",
-                "vpaddd zmm5, zmm5, zmm29",
-                "vpaddd zmm11, zmm11, zmm29",
-                "vpslld zmm5, zmm5, 23",
-                "vpslld zmm11, zmm11, 23",
-                "vpaddd zmm2, zmm2, zmm29",
-                "vpaddd zmm8, zmm8, zmm29",
-                "vpslld zmm2, zmm2, 23",
-                "vpslld zmm8, zmm8, 23",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm10, zmm10, zmm11",
-                "vmulps zmm4, zmm4, zmm2",
-                "vmulps zmm10, zmm10, zmm8",
-                "vcmpps k1, zmm0, zmm26, 1",
-                "vcmpps k2, zmm0, zmm27, 14",
-                "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm4 {{k1}}, zmm4, zmm4",
-                "vmovaps zmm4 {{k2}}, zmm30",
-                "vmovaps zmm4 {{k3}}, zmm31",
-                "vmovups [rsi + 0], zmm4",
-                "vcmpps k1, zmm6, zmm26, 1",
-                "vcmpps k2, zmm6, zmm27, 14",
-                "vcmpps k3, zmm6, zmm6, 3",
-                "vpxord zmm10 {{k1}}, zmm10, zmm10",
-                "vmovaps zmm10 {{k2}}, zmm30",
-                "vmovaps zmm10 {{k3}}, zmm31",
-                "vmovups [rsi + 64], zmm10",
-                "vaddps ymm25, ymm25, ymm4",
-                "vextractf64x4 ymm5, zmm4, 1",
-                "vaddps ymm25, ymm25, ymm5",
-                "vaddps ymm25, ymm25, ymm10",
-                "vextractf64x4 ymm11, zmm10, 1",
-                "vaddps ymm25, ymm25, ymm11",
-                "add rsi, 128",
-                "sub rcx, 2",
-                "5:",
-                "test rcx, rcx",
-                "jz 4f",
-                "vmovups zmm0, [rsi + 0]",
-                "vsubps zmm0, zmm0, zmm24",
-                "vmaxps zmm1, zmm0, zmm26",
-                "vminps zmm1, zmm1, zmm27",
-                "vmulps zmm4, zmm1, dword ptr [{c} + 8]{{1to16}}",
-                "vaddps zmm4, zmm4, zmm28",
-                "vpsubd zmm2, zmm4, zmm28",
-                "vsubps zmm4, zmm4, zmm28",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 16]{{1to16}}",
-                "vsubps zmm1, zmm1, zmm5",
-                "vmulps zmm5, zmm4, dword ptr [{c} + 20]{{1to16}}",
-                "vsubps zmm3, zmm1, zmm5",
-                "vbroadcastss zmm4, dword ptr [{c} + 24]",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 28]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 32]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 36]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 40]{{1to16}}",
-                "vmulps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 44]{{1to16}}",
-                "vmulps zmm5, zmm3, zmm3",
-                "vmulps zmm4, zmm4, zmm5",
-                "vaddps zmm4, zmm4, zmm3",
-                "vaddps zmm4, zmm4, dword ptr [{c} + 48]{{1to16}}",
-                "vpsrad zmm5, zmm2, 1",
-                "vpsubd zmm2, zmm2, zmm5",
-                "vpaddd zmm5, zmm5, zmm29",
-                "vpslld zmm5, zmm5, 23",
-                "vpaddd zmm2, zmm2, zmm29",
-                "vpslld zmm2, zmm2, 23",
-                "vmulps zmm4, zmm4, zmm5",
-                "vmulps zmm4, zmm4, zmm2",
-                "vcmpps k1, zmm0, zmm26, 1",
-                "vcmpps k2, zmm0, zmm27, 14",
-                "vcmpps k3, zmm0, zmm0, 3",
-                "vpxord zmm4 {{k1}}, zmm4, zmm4",
-                "vmovaps zmm4 {{k2}}, zmm30",
-                "vmovaps zmm4 {{k3}}, zmm31",
-                "vmovups [rsi + 0], zmm4",
-                "vaddps ymm25, ymm25, ymm4",
-                "vextractf64x4 ymm5, zmm4, 1",
-                "vaddps ymm25, ymm25, ymm5",
-                "4:",
-                "vmovups [{acc}], ymm25",
-                "vzeroupper",
-                top = in(xmm_reg) top,
-                acc = in(reg) lanes.as_mut_ptr(),
-                inout("rsi") xs.as_mut_ptr() => _,
-                inout("rcx") chunks => _,
-                c = in(reg) EXP_CONSTANTS.as_ptr(),
-                clobber_abi("C"),
-                options(nostack),
-            )
-        }
-        chunks * 16
+        // SAFETY: the token exists only where AVX-512F was detected; the slice is whole chunks
+        // of 16.
+        unsafe { exp_shifted_portable_avx512(&mut xs[..done], top, lanes) };
+        done
     }
 
     #[inline(always)]
@@ -992,283 +674,28 @@ impl Wide for Avx512Attend {
         let fits = hd > 0
             && hd.is_multiple_of(16)
             && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
-            && out.len() >= 32
-            // Byte strides (16 rows of keys) fit an address register.
-            && hd.checked_mul(64).is_some_and(|n| n <= isize::MAX as usize);
+            && out.len() >= 32;
         if !fits {
             return false;
         }
-        // Whole, `later` is requested from the assembly, a line per step (32 lines per 16
-        // dimensions); otherwise here, and the assembly requests its first key line again and
-        // again (a step of 0: cheap, and never outside `keys`).
-        let (pk, pstep) = match later.len() == 32 * hd {
-            true => (later.as_ptr(), 32 * 64),
+        // Whole, `later` is requested from the kernel, a line per step (32 lines per 16
+        // dimensions, in address order); otherwise here, and the kernel requests the first 16
+        // lines of `keys` again and again (a step of 0: cheap, and no branch among the
+        // products).
+        let (ahead, step) = match later.len() == 32 * hd {
+            true => (later.as_ptr(), 256),
             false => {
                 super::super::simd::prefetch_l1(later);
-                (keys.as_ptr(), 0usize)
+                (keys.as_ptr(), 0)
             }
         };
-        let k = keys.as_ptr();
-        let k2 = keys[16 * hd..].as_ptr();
-        // One body for both modes: `fused` (an assembler constant) picks each step's
-        // `vfmadd231ps` or its `vmulps` then `vaddps`.
-        macro_rules! row_scores {
-            ($fused:literal) => {
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly
-                // reads `keys[x·hd + d..][..16]` for `x < 32` and `d < hd` in steps of 16 and
-                // `q[..hd]`, and writes `out[..32]`, all inside the slices as checked above;
-                // it only requests (never reads) the lines of `later`, or of `keys` with a
-                // step of 0. It touches no other memory and no stack; every vector register it
-                // uses is call-clobbered (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        // Two chains, keys 0-15 in zmm30 and 16-31 in zmm31. Per 16 dimensions
-                        // each half's 16 key rows are loaded, transposed (register c holds
-                        // dimension d + c of the 16 keys) and stepped in increasing d, each
-                        // step requesting a line of `later`.
-                        "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
-                        "2:",
-                        "mov rax, rsi",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
-                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
-                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
-                        "vunpcklps zmm0, zmm14, zmm15", "vunpckhps zmm1, zmm14, zmm15",
-                        "vunpcklpd zmm2, zmm16, zmm18", "vunpckhpd zmm3, zmm16, zmm18", "vunpcklpd zmm4, zmm17, zmm19", "vunpckhpd zmm5, zmm17, zmm19",
-                        "vunpcklpd zmm6, zmm20, zmm22", "vunpckhpd zmm7, zmm20, zmm22", "vunpcklpd zmm8, zmm21, zmm23", "vunpckhpd zmm9, zmm21, zmm23",
-                        "vunpcklpd zmm10, zmm24, zmm26", "vunpckhpd zmm11, zmm24, zmm26", "vunpcklpd zmm12, zmm25, zmm27", "vunpckhpd zmm13, zmm25, zmm27",
-                        "vunpcklpd zmm14, zmm28, zmm0", "vunpckhpd zmm15, zmm28, zmm0", "vunpcklpd zmm16, zmm29, zmm1", "vunpckhpd zmm17, zmm29, zmm1",
-                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm19, zmm2, zmm6, 0xdd",
-                        "vshuff32x4 zmm20, zmm10, zmm14, 0x88", "vshuff32x4 zmm21, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm22, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd",
-                        "vshuff32x4 zmm24, zmm11, zmm15, 0x88", "vshuff32x4 zmm25, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm26, zmm4, zmm8, 0x88", "vshuff32x4 zmm27, zmm4, zmm8, 0xdd",
-                        "vshuff32x4 zmm28, zmm12, zmm16, 0x88", "vshuff32x4 zmm29, zmm12, zmm16, 0xdd",
-                        "vshuff32x4 zmm0, zmm5, zmm9, 0x88", "vshuff32x4 zmm1, zmm5, zmm9, 0xdd",
-                        "vshuff32x4 zmm2, zmm13, zmm17, 0x88", "vshuff32x4 zmm6, zmm13, zmm17, 0xdd",
-                        "vshuff32x4 zmm10, zmm18, zmm20, 0x88", "vshuff32x4 zmm14, zmm18, zmm20, 0xdd",
-                        "vshuff32x4 zmm3, zmm19, zmm21, 0x88", "vshuff32x4 zmm7, zmm19, zmm21, 0xdd",
-                        "vshuff32x4 zmm11, zmm22, zmm24, 0x88", "vshuff32x4 zmm15, zmm22, zmm24, 0xdd",
-                        "vshuff32x4 zmm4, zmm23, zmm25, 0x88", "vshuff32x4 zmm8, zmm23, zmm25, 0xdd",
-                        "vshuff32x4 zmm12, zmm26, zmm28, 0x88", "vshuff32x4 zmm16, zmm26, zmm28, 0xdd",
-                        "vshuff32x4 zmm5, zmm27, zmm29, 0x88", "vshuff32x4 zmm9, zmm27, zmm29, 0xdd",
-                        "vshuff32x4 zmm13, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
-                        "vshuff32x4 zmm18, zmm1, zmm6, 0x88", "vshuff32x4 zmm20, zmm1, zmm6, 0xdd",
-                        "vbroadcastss zmm21, [rdx + 0]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm10",
-                        ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm30, zmm30, zmm19", ".endif",
-                        "prefetcht0 [r8 + 0]",
-                        "vbroadcastss zmm24, [rdx + 4]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm24, zmm11",
-                        ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        "prefetcht0 [r8 + 64]",
-                        "vbroadcastss zmm25, [rdx + 8]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm12",
-                        ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        "prefetcht0 [r8 + 128]",
-                        "vbroadcastss zmm28, [rdx + 12]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm28, zmm13",
-                        ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm30, zmm30, zmm26", ".endif",
-                        "prefetcht0 [r8 + 192]",
-                        "vbroadcastss zmm29, [rdx + 16]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm3",
-                        ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm30, zmm30, zmm27", ".endif",
-                        "prefetcht0 [r8 + 256]",
-                        "vbroadcastss zmm2, [rdx + 20]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm2, zmm4",
-                        ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm30, zmm30, zmm0", ".endif",
-                        "prefetcht0 [r8 + 320]",
-                        "vbroadcastss zmm6, [rdx + 24]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm6, zmm5",
-                        ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm30, zmm30, zmm1", ".endif",
-                        "prefetcht0 [r8 + 384]",
-                        "vbroadcastss zmm21, [rdx + 28]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm21, zmm18",
-                        ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm30, zmm30, zmm19", ".endif",
-                        "prefetcht0 [r8 + 448]",
-                        "vbroadcastss zmm22, [rdx + 32]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm22, zmm14",
-                        ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm30, zmm30, zmm10", ".endif",
-                        "prefetcht0 [r8 + 512]",
-                        "vbroadcastss zmm11, [rdx + 36]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm11, zmm15",
-                        ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm30, zmm30, zmm24", ".endif",
-                        "prefetcht0 [r8 + 576]",
-                        "vbroadcastss zmm25, [rdx + 40]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm25, zmm16",
-                        ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        "prefetcht0 [r8 + 640]",
-                        "vbroadcastss zmm26, [rdx + 44]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm26, zmm17",
-                        ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm30, zmm30, zmm12", ".endif",
-                        "prefetcht0 [r8 + 704]",
-                        "vbroadcastss zmm13, [rdx + 48]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm13, zmm7",
-                        ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm30, zmm30, zmm28", ".endif",
-                        "prefetcht0 [r8 + 768]",
-                        "vbroadcastss zmm29, [rdx + 52]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm29, zmm8",
-                        ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm30, zmm30, zmm27", ".endif",
-                        "prefetcht0 [r8 + 832]",
-                        "vbroadcastss zmm0, [rdx + 56]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm0, zmm9",
-                        ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm30, zmm30, zmm3", ".endif",
-                        "prefetcht0 [r8 + 896]",
-                        "vbroadcastss zmm4, [rdx + 60]",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm4, zmm20",
-                        ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm30, zmm30, zmm2", ".endif",
-                        "prefetcht0 [r8 + 960]",
-                        "mov rax, rdi",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm24, zmm8, zmm9", "vunpckhps zmm25, zmm8, zmm9",
-                        "vunpcklps zmm26, zmm10, zmm11", "vunpckhps zmm27, zmm10, zmm11",
-                        "vunpcklps zmm28, zmm12, zmm13", "vunpckhps zmm29, zmm12, zmm13",
-                        "vunpcklps zmm0, zmm14, zmm15", "vunpckhps zmm1, zmm14, zmm15",
-                        "vunpcklpd zmm2, zmm16, zmm18", "vunpckhpd zmm3, zmm16, zmm18", "vunpcklpd zmm4, zmm17, zmm19", "vunpckhpd zmm5, zmm17, zmm19",
-                        "vunpcklpd zmm6, zmm20, zmm22", "vunpckhpd zmm7, zmm20, zmm22", "vunpcklpd zmm8, zmm21, zmm23", "vunpckhpd zmm9, zmm21, zmm23",
-                        "vunpcklpd zmm10, zmm24, zmm26", "vunpckhpd zmm11, zmm24, zmm26", "vunpcklpd zmm12, zmm25, zmm27", "vunpckhpd zmm13, zmm25, zmm27",
-                        "vunpcklpd zmm14, zmm28, zmm0", "vunpckhpd zmm15, zmm28, zmm0", "vunpcklpd zmm16, zmm29, zmm1", "vunpckhpd zmm17, zmm29, zmm1",
-                        "vshuff32x4 zmm18, zmm2, zmm6, 0x88", "vshuff32x4 zmm19, zmm2, zmm6, 0xdd",
-                        "vshuff32x4 zmm20, zmm10, zmm14, 0x88", "vshuff32x4 zmm21, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm22, zmm3, zmm7, 0x88", "vshuff32x4 zmm23, zmm3, zmm7, 0xdd",
-                        "vshuff32x4 zmm24, zmm11, zmm15, 0x88", "vshuff32x4 zmm25, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm26, zmm4, zmm8, 0x88", "vshuff32x4 zmm27, zmm4, zmm8, 0xdd",
-                        "vshuff32x4 zmm28, zmm12, zmm16, 0x88", "vshuff32x4 zmm29, zmm12, zmm16, 0xdd",
-                        "vshuff32x4 zmm0, zmm5, zmm9, 0x88", "vshuff32x4 zmm1, zmm5, zmm9, 0xdd",
-                        "vshuff32x4 zmm2, zmm13, zmm17, 0x88", "vshuff32x4 zmm6, zmm13, zmm17, 0xdd",
-                        "vshuff32x4 zmm10, zmm18, zmm20, 0x88", "vshuff32x4 zmm14, zmm18, zmm20, 0xdd",
-                        "vshuff32x4 zmm3, zmm19, zmm21, 0x88", "vshuff32x4 zmm7, zmm19, zmm21, 0xdd",
-                        "vshuff32x4 zmm11, zmm22, zmm24, 0x88", "vshuff32x4 zmm15, zmm22, zmm24, 0xdd",
-                        "vshuff32x4 zmm4, zmm23, zmm25, 0x88", "vshuff32x4 zmm8, zmm23, zmm25, 0xdd",
-                        "vshuff32x4 zmm12, zmm26, zmm28, 0x88", "vshuff32x4 zmm16, zmm26, zmm28, 0xdd",
-                        "vshuff32x4 zmm5, zmm27, zmm29, 0x88", "vshuff32x4 zmm9, zmm27, zmm29, 0xdd",
-                        "vshuff32x4 zmm13, zmm0, zmm2, 0x88", "vshuff32x4 zmm17, zmm0, zmm2, 0xdd",
-                        "vshuff32x4 zmm18, zmm1, zmm6, 0x88", "vshuff32x4 zmm20, zmm1, zmm6, 0xdd",
-                        "vbroadcastss zmm21, [rdx + 0]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm10",
-                        ".else", "vmulps zmm19, zmm21, zmm10", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "prefetcht0 [r8 + 1024]",
-                        "vbroadcastss zmm24, [rdx + 4]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm24, zmm11",
-                        ".else", "vmulps zmm22, zmm24, zmm11", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        "prefetcht0 [r8 + 1088]",
-                        "vbroadcastss zmm25, [rdx + 8]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm12",
-                        ".else", "vmulps zmm23, zmm25, zmm12", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        "prefetcht0 [r8 + 1152]",
-                        "vbroadcastss zmm28, [rdx + 12]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm28, zmm13",
-                        ".else", "vmulps zmm26, zmm28, zmm13", "vaddps zmm31, zmm31, zmm26", ".endif",
-                        "prefetcht0 [r8 + 1216]",
-                        "vbroadcastss zmm29, [rdx + 16]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm3",
-                        ".else", "vmulps zmm27, zmm29, zmm3", "vaddps zmm31, zmm31, zmm27", ".endif",
-                        "prefetcht0 [r8 + 1280]",
-                        "vbroadcastss zmm2, [rdx + 20]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm2, zmm4",
-                        ".else", "vmulps zmm0, zmm2, zmm4", "vaddps zmm31, zmm31, zmm0", ".endif",
-                        "prefetcht0 [r8 + 1344]",
-                        "vbroadcastss zmm6, [rdx + 24]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm6, zmm5",
-                        ".else", "vmulps zmm1, zmm6, zmm5", "vaddps zmm31, zmm31, zmm1", ".endif",
-                        "prefetcht0 [r8 + 1408]",
-                        "vbroadcastss zmm21, [rdx + 28]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm21, zmm18",
-                        ".else", "vmulps zmm19, zmm21, zmm18", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "prefetcht0 [r8 + 1472]",
-                        "vbroadcastss zmm22, [rdx + 32]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm22, zmm14",
-                        ".else", "vmulps zmm10, zmm22, zmm14", "vaddps zmm31, zmm31, zmm10", ".endif",
-                        "prefetcht0 [r8 + 1536]",
-                        "vbroadcastss zmm11, [rdx + 36]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm11, zmm15",
-                        ".else", "vmulps zmm24, zmm11, zmm15", "vaddps zmm31, zmm31, zmm24", ".endif",
-                        "prefetcht0 [r8 + 1600]",
-                        "vbroadcastss zmm25, [rdx + 40]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm25, zmm16",
-                        ".else", "vmulps zmm23, zmm25, zmm16", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        "prefetcht0 [r8 + 1664]",
-                        "vbroadcastss zmm26, [rdx + 44]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm26, zmm17",
-                        ".else", "vmulps zmm12, zmm26, zmm17", "vaddps zmm31, zmm31, zmm12", ".endif",
-                        "prefetcht0 [r8 + 1728]",
-                        "vbroadcastss zmm13, [rdx + 48]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm13, zmm7",
-                        ".else", "vmulps zmm28, zmm13, zmm7", "vaddps zmm31, zmm31, zmm28", ".endif",
-                        "prefetcht0 [r8 + 1792]",
-                        "vbroadcastss zmm29, [rdx + 52]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm29, zmm8",
-                        ".else", "vmulps zmm27, zmm29, zmm8", "vaddps zmm31, zmm31, zmm27", ".endif",
-                        "prefetcht0 [r8 + 1856]",
-                        "vbroadcastss zmm0, [rdx + 56]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm0, zmm9",
-                        ".else", "vmulps zmm3, zmm0, zmm9", "vaddps zmm31, zmm31, zmm3", ".endif",
-                        "prefetcht0 [r8 + 1920]",
-                        "vbroadcastss zmm4, [rdx + 60]",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm4, zmm20",
-                        ".else", "vmulps zmm2, zmm4, zmm20", "vaddps zmm31, zmm31, zmm2", ".endif",
-                        "prefetcht0 [r8 + 1984]",
-                        "add rsi, 64", "add rdi, 64", "add rdx, 64", "add r8, {pstep}",
-                        "dec r10", "jnz 2b",
-                        "vmovups [{out}], zmm30", "vmovups [{out} + 64], zmm31",
-                        "vzeroupper",
-                        fused = const $fused,
-                        pstep = in(reg) pstep,
-                        ss = in(reg) hd * 4,
-                        out = in(reg) out.as_mut_ptr(),
-                        inout("rsi") k => _,
-                        inout("rdi") k2 => _,
-                        inout("rdx") q.as_ptr() => _,
-                        inout("r8") pk => _,
-                        inout("r10") hd / 16 => _,
-                        out("rax") _,
-                        clobber_abi("C"),
-                        options(nostack),
-                    )
-                }
-            };
-        }
         match self.step {
-            Step::Fused => row_scores!(1),
-            Step::Unfused => row_scores!(0),
+            // SAFETY: the token exists only where AVX-512F was detected; `hd = q.len()` is a
+            // positive multiple of 16, `keys` holds at least `32·hd` values and `out` at
+            // least 32, as just checked.
+            Step::Fused => unsafe { scores_1x32_avx512::<true>(q, keys, ahead, step, out) },
+            // SAFETY: as above.
+            Step::Unfused => unsafe { scores_1x32_avx512::<false>(q, keys, ahead, step, out) },
         }
         true
     }
@@ -1289,7 +716,7 @@ impl Wide for Avx512Attend {
         match (self.step, chunks) {
             (Step::Fused, 4) => self.block(a, a_step, a_row, b, b_step, depth, c, c_row, true, &[]),
             (Step::Fused, 1..=3) => {
-                narrow_fused_from_zero(chunks, a, a_step, a_row, b, b_step, depth, c, c_row)
+                self.narrow_fused_from_zero(chunks, a, a_step, a_row, b, b_step, depth, c, c_row)
             }
             _ => false,
         }
@@ -1309,452 +736,25 @@ impl Wide for Avx512Attend {
             && hd.is_multiple_of(16)
             && hd.checked_mul(32).is_some_and(|n| n <= keys.len())
             && hd.checked_mul(4).is_some_and(|n| n <= q.len())
-            && reach(1, 0, out_row, 32).is_some_and(|n| n <= out.len())
-            // Byte strides fit an address register (a row stride times 2 in the requests).
-            && [hd, out_row]
-                .iter()
-                .all(|&s| s.checked_mul(8).is_some_and(|n| n <= isize::MAX as usize));
+            && reach(1, 0, out_row, 32).is_some_and(|n| n <= out.len());
         if !fits {
             return false;
         }
         // Requests for a whole 32-row block; otherwise the kernel requests the keys it is
         // about to read (harmless, and no branch among the products).
-        let pk = match ahead.len() == 32 * hd {
+        let ahead = match ahead.len() == 32 * hd {
             true => ahead.as_ptr(),
             false => keys.as_ptr(),
         };
-        // One body for both modes: `fused` (an assembler constant) picks each step's
-        // `vfmadd231ps` or its `vmulps` then `vaddps` (the temporaries are free in both).
-        macro_rules! scores {
-            ($fused:literal) => {
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly
-                // reads `keys[x·hd + d..][..16]` for `x < 32` and `d` a multiple of 16 below
-                // `hd`, `q[r·hd + d]` for `r < 4`, `d < hd`, and writes
-                // `out[r·out_row..][..32]` — all inside the slices, as just checked; its
-                // prefetches (which never fault) name lines of `ahead`'s rows or of `keys`. It
-                // touches no other memory and no stack; every vector register it uses is
-                // call-clobbered (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        "vpxord zmm24, zmm24, zmm24", "vpxord zmm25, zmm25, zmm25", "vpxord zmm26, zmm26, zmm26", "vpxord zmm27, zmm27, zmm27",
-                        "vpxord zmm28, zmm28, zmm28", "vpxord zmm29, zmm29, zmm29", "vpxord zmm30, zmm30, zmm30", "vpxord zmm31, zmm31, zmm31",
-                        "2:",
-                        // The next 32 lines of the K and of the V rows requested per 16 dimensions, in
-                        // address order, spread over the products (a burst stalls the loads behind it).
-                        // Keys 0..16 then 16..32: 16 rows in, a 16 × 16 transpose, then the four rows' steps
-                        // for each dimension in increasing order.
-                        "mov rax, rdx",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm1, [rax]", "add rax, {ss}",
-                        "vmovups zmm2, [rax]", "add rax, {ss}",
-                        "vmovups zmm3, [rax]", "add rax, {ss}",
-                        "vmovups zmm4, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm7, [rax]", "add rax, {ss}",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm11, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm13, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm16, zmm0, zmm1", "vunpckhps zmm17, zmm0, zmm1",
-                        "vunpcklps zmm18, zmm2, zmm3", "vunpckhps zmm19, zmm2, zmm3",
-                        "vunpcklps zmm20, zmm4, zmm5", "vunpckhps zmm21, zmm4, zmm5",
-                        "vunpcklps zmm22, zmm6, zmm7", "vunpckhps zmm23, zmm6, zmm7",
-                        "vunpcklps zmm0, zmm8, zmm9", "vunpckhps zmm1, zmm8, zmm9",
-                        "vunpcklps zmm2, zmm10, zmm11", "vunpckhps zmm3, zmm10, zmm11",
-                        "vunpcklps zmm4, zmm12, zmm13", "vunpckhps zmm5, zmm12, zmm13",
-                        "vunpcklps zmm6, zmm14, zmm15", "vunpckhps zmm7, zmm14, zmm15",
-                        "vunpcklpd zmm8, zmm16, zmm18", "vunpckhpd zmm9, zmm16, zmm18",
-                        "vunpcklpd zmm10, zmm17, zmm19", "vunpckhpd zmm11, zmm17, zmm19",
-                        "vunpcklpd zmm12, zmm20, zmm22", "vunpckhpd zmm13, zmm20, zmm22",
-                        "vunpcklpd zmm14, zmm21, zmm23", "vunpckhpd zmm15, zmm21, zmm23",
-                        "vunpcklpd zmm16, zmm0, zmm2", "vunpckhpd zmm18, zmm0, zmm2",
-                        "vunpcklpd zmm17, zmm1, zmm3", "vunpckhpd zmm19, zmm1, zmm3",
-                        "vunpcklpd zmm20, zmm4, zmm6", "vunpckhpd zmm22, zmm4, zmm6",
-                        "vunpcklpd zmm21, zmm5, zmm7", "vunpckhpd zmm23, zmm5, zmm7",
-                        "vshuff32x4 zmm0, zmm8, zmm12, 0x88", "vshuff32x4 zmm2, zmm8, zmm12, 0xdd",
-                        "vshuff32x4 zmm1, zmm16, zmm20, 0x88", "vshuff32x4 zmm3, zmm16, zmm20, 0xdd",
-                        "vshuff32x4 zmm4, zmm9, zmm13, 0x88", "vshuff32x4 zmm6, zmm9, zmm13, 0xdd",
-                        "vshuff32x4 zmm5, zmm18, zmm22, 0x88", "vshuff32x4 zmm7, zmm18, zmm22, 0xdd",
-                        "vshuff32x4 zmm8, zmm10, zmm14, 0x88", "vshuff32x4 zmm12, zmm10, zmm14, 0xdd",
-                        "vshuff32x4 zmm16, zmm17, zmm21, 0x88", "vshuff32x4 zmm20, zmm17, zmm21, 0xdd",
-                        "vshuff32x4 zmm9, zmm11, zmm15, 0x88", "vshuff32x4 zmm13, zmm11, zmm15, 0xdd",
-                        "vshuff32x4 zmm18, zmm19, zmm23, 0x88", "vshuff32x4 zmm22, zmm19, zmm23, 0xdd",
-                        "vshuff32x4 zmm10, zmm0, zmm1, 0x88", "vshuff32x4 zmm14, zmm0, zmm1, 0xdd",
-                        "vshuff32x4 zmm17, zmm2, zmm3, 0x88", "vshuff32x4 zmm21, zmm2, zmm3, 0xdd",
-                        "vshuff32x4 zmm11, zmm4, zmm5, 0x88", "vshuff32x4 zmm15, zmm4, zmm5, 0xdd",
-                        "vshuff32x4 zmm19, zmm6, zmm7, 0x88", "vshuff32x4 zmm23, zmm6, zmm7, 0xdd",
-                        "vshuff32x4 zmm0, zmm8, zmm16, 0x88", "vshuff32x4 zmm1, zmm8, zmm16, 0xdd",
-                        "vshuff32x4 zmm2, zmm12, zmm20, 0x88", "vshuff32x4 zmm3, zmm12, zmm20, 0xdd",
-                        "vshuff32x4 zmm4, zmm9, zmm18, 0x88", "vshuff32x4 zmm5, zmm9, zmm18, 0xdd",
-                        "vshuff32x4 zmm6, zmm13, zmm22, 0x88", "vshuff32x4 zmm7, zmm13, zmm22, 0xdd",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm10, dword ptr [rsi + 0]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm10, dword ptr [rsi + 0]{{1to16}}", "vaddps zmm24, zmm24, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}", "vaddps zmm25, zmm25, zmm16", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm10, dword ptr [rdi + 0]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm10, dword ptr [rdi + 0]{{1to16}}", "vaddps zmm26, zmm26, zmm12", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}", "vaddps zmm27, zmm27, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm11, dword ptr [rsi + 4]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm11, dword ptr [rsi + 4]{{1to16}}", "vaddps zmm24, zmm24, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm11, dword ptr [rsi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm11, dword ptr [rsi + {qs} + 4]{{1to16}}", "vaddps zmm25, zmm25, zmm18", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm11, dword ptr [rdi + 4]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm11, dword ptr [rdi + 4]{{1to16}}", "vaddps zmm26, zmm26, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm11, dword ptr [rdi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm11, dword ptr [rdi + {qs} + 4]{{1to16}}", "vaddps zmm27, zmm27, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm0, dword ptr [rsi + 8]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm0, dword ptr [rsi + 8]{{1to16}}", "vaddps zmm24, zmm24, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm0, dword ptr [rsi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm0, dword ptr [rsi + {qs} + 8]{{1to16}}", "vaddps zmm25, zmm25, zmm16", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm0, dword ptr [rdi + 8]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm0, dword ptr [rdi + 8]{{1to16}}", "vaddps zmm26, zmm26, zmm12", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm0, dword ptr [rdi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm0, dword ptr [rdi + {qs} + 8]{{1to16}}", "vaddps zmm27, zmm27, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm4, dword ptr [rsi + 12]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm4, dword ptr [rsi + 12]{{1to16}}", "vaddps zmm24, zmm24, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm4, dword ptr [rsi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm4, dword ptr [rsi + {qs} + 12]{{1to16}}", "vaddps zmm25, zmm25, zmm9", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm4, dword ptr [rdi + 12]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm4, dword ptr [rdi + 12]{{1to16}}", "vaddps zmm26, zmm26, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm4, dword ptr [rdi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm4, dword ptr [rdi + {qs} + 12]{{1to16}}", "vaddps zmm27, zmm27, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm17, dword ptr [rsi + 16]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm17, dword ptr [rsi + 16]{{1to16}}", "vaddps zmm24, zmm24, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm17, dword ptr [rsi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm17, dword ptr [rsi + {qs} + 16]{{1to16}}", "vaddps zmm25, zmm25, zmm11", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm17, dword ptr [rdi + 16]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm17, dword ptr [rdi + 16]{{1to16}}", "vaddps zmm26, zmm26, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm17, dword ptr [rdi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm17, dword ptr [rdi + {qs} + 16]{{1to16}}", "vaddps zmm27, zmm27, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm19, dword ptr [rsi + 20]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm19, dword ptr [rsi + 20]{{1to16}}", "vaddps zmm24, zmm24, zmm12", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm19, dword ptr [rsi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm19, dword ptr [rsi + {qs} + 20]{{1to16}}", "vaddps zmm25, zmm25, zmm20", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm19, dword ptr [rdi + 20]{{1to16}}",
-                        ".else", "vmulps zmm0, zmm19, dword ptr [rdi + 20]{{1to16}}", "vaddps zmm26, zmm26, zmm0", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm19, dword ptr [rdi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm19, dword ptr [rdi + {qs} + 20]{{1to16}}", "vaddps zmm27, zmm27, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm2, dword ptr [rsi + 24]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm2, dword ptr [rsi + 24]{{1to16}}", "vaddps zmm24, zmm24, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm2, dword ptr [rsi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm2, dword ptr [rsi + {qs} + 24]{{1to16}}", "vaddps zmm25, zmm25, zmm18", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm2, dword ptr [rdi + 24]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm2, dword ptr [rdi + 24]{{1to16}}", "vaddps zmm26, zmm26, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm2, dword ptr [rdi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm2, dword ptr [rdi + {qs} + 24]{{1to16}}", "vaddps zmm27, zmm27, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm6, dword ptr [rsi + 28]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm6, dword ptr [rsi + 28]{{1to16}}", "vaddps zmm24, zmm24, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm6, dword ptr [rsi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm6, dword ptr [rsi + {qs} + 28]{{1to16}}", "vaddps zmm25, zmm25, zmm11", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm6, dword ptr [rdi + 28]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm6, dword ptr [rdi + 28]{{1to16}}", "vaddps zmm26, zmm26, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm6, dword ptr [rdi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm6, dword ptr [rdi + {qs} + 28]{{1to16}}", "vaddps zmm27, zmm27, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm14, dword ptr [rsi + 32]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm14, dword ptr [rsi + 32]{{1to16}}", "vaddps zmm24, zmm24, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm14, dword ptr [rsi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm14, dword ptr [rsi + {qs} + 32]{{1to16}}", "vaddps zmm25, zmm25, zmm12", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm14, dword ptr [rdi + 32]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm14, dword ptr [rdi + 32]{{1to16}}", "vaddps zmm26, zmm26, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm14, dword ptr [rdi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm0, zmm14, dword ptr [rdi + {qs} + 32]{{1to16}}", "vaddps zmm27, zmm27, zmm0", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm15, dword ptr [rsi + 36]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm15, dword ptr [rsi + 36]{{1to16}}", "vaddps zmm24, zmm24, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}", "vaddps zmm25, zmm25, zmm19", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm15, dword ptr [rdi + 36]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm15, dword ptr [rdi + 36]{{1to16}}", "vaddps zmm26, zmm26, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}", "vaddps zmm27, zmm27, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm1, dword ptr [rsi + 40]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm1, dword ptr [rsi + 40]{{1to16}}", "vaddps zmm24, zmm24, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm1, dword ptr [rsi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm1, dword ptr [rsi + {qs} + 40]{{1to16}}", "vaddps zmm25, zmm25, zmm4", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm1, dword ptr [rdi + 40]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm1, dword ptr [rdi + 40]{{1to16}}", "vaddps zmm26, zmm26, zmm2", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm1, dword ptr [rdi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm1, dword ptr [rdi + {qs} + 40]{{1to16}}", "vaddps zmm27, zmm27, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm5, dword ptr [rsi + 44]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm5, dword ptr [rsi + 44]{{1to16}}", "vaddps zmm24, zmm24, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm5, dword ptr [rsi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm5, dword ptr [rsi + {qs} + 44]{{1to16}}", "vaddps zmm25, zmm25, zmm8", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm5, dword ptr [rdi + 44]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm5, dword ptr [rdi + 44]{{1to16}}", "vaddps zmm26, zmm26, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm5, dword ptr [rdi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm6, zmm5, dword ptr [rdi + {qs} + 44]{{1to16}}", "vaddps zmm27, zmm27, zmm6", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm21, dword ptr [rsi + 48]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm21, dword ptr [rsi + 48]{{1to16}}", "vaddps zmm24, zmm24, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm21, dword ptr [rsi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm12, zmm21, dword ptr [rsi + {qs} + 48]{{1to16}}", "vaddps zmm25, zmm25, zmm12", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm21, dword ptr [rdi + 48]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm21, dword ptr [rdi + 48]{{1to16}}", "vaddps zmm26, zmm26, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm21, dword ptr [rdi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm0, zmm21, dword ptr [rdi + {qs} + 48]{{1to16}}", "vaddps zmm27, zmm27, zmm0", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm23, dword ptr [rsi + 52]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm23, dword ptr [rsi + 52]{{1to16}}", "vaddps zmm24, zmm24, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm23, dword ptr [rsi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm23, dword ptr [rsi + {qs} + 52]{{1to16}}", "vaddps zmm25, zmm25, zmm10", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm23, dword ptr [rdi + 52]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm23, dword ptr [rdi + 52]{{1to16}}", "vaddps zmm26, zmm26, zmm19", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm23, dword ptr [rdi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm23, dword ptr [rdi + {qs} + 52]{{1to16}}", "vaddps zmm27, zmm27, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm3, dword ptr [rsi + 56]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm3, dword ptr [rsi + 56]{{1to16}}", "vaddps zmm24, zmm24, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm3, dword ptr [rsi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm15, zmm3, dword ptr [rsi + {qs} + 56]{{1to16}}", "vaddps zmm25, zmm25, zmm15", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm3, dword ptr [rdi + 56]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm3, dword ptr [rdi + 56]{{1to16}}", "vaddps zmm26, zmm26, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm3, dword ptr [rdi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm3, dword ptr [rdi + {qs} + 56]{{1to16}}", "vaddps zmm27, zmm27, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm24, zmm7, dword ptr [rsi + 60]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm7, dword ptr [rsi + 60]{{1to16}}", "vaddps zmm24, zmm24, zmm2", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm25, zmm7, dword ptr [rsi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm7, dword ptr [rsi + {qs} + 60]{{1to16}}", "vaddps zmm25, zmm25, zmm22", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm26, zmm7, dword ptr [rdi + 60]{{1to16}}",
-                        ".else", "vmulps zmm1, zmm7, dword ptr [rdi + 60]{{1to16}}", "vaddps zmm26, zmm26, zmm1", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm27, zmm7, dword ptr [rdi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm7, dword ptr [rdi + {qs} + 60]{{1to16}}", "vaddps zmm27, zmm27, zmm11", ".endif",
-                        "vmovups zmm8, [rax]", "add rax, {ss}",
-                        "vmovups zmm16, [rax]", "add rax, {ss}",
-                        "vmovups zmm6, [rax]", "add rax, {ss}",
-                        "vmovups zmm5, [rax]", "add rax, {ss}",
-                        "vmovups zmm17, [rax]", "add rax, {ss}",
-                        "vmovups zmm12, [rax]", "add rax, {ss}",
-                        "vmovups zmm20, [rax]", "add rax, {ss}",
-                        "vmovups zmm0, [rax]", "add rax, {ss}",
-                        "vmovups zmm21, [rax]", "add rax, {ss}",
-                        "vmovups zmm14, [rax]", "add rax, {ss}",
-                        "vmovups zmm10, [rax]", "add rax, {ss}",
-                        "vmovups zmm19, [rax]", "add rax, {ss}",
-                        "vmovups zmm9, [rax]", "add rax, {ss}",
-                        "vmovups zmm23, [rax]", "add rax, {ss}",
-                        "vmovups zmm18, [rax]", "add rax, {ss}",
-                        "vmovups zmm15, [rax]", "add rax, {ss}",
-                        "vunpcklps zmm13, zmm8, zmm16", "vunpckhps zmm4, zmm8, zmm16",
-                        "vunpcklps zmm3, zmm6, zmm5", "vunpckhps zmm2, zmm6, zmm5",
-                        "vunpcklps zmm22, zmm17, zmm12", "vunpckhps zmm1, zmm17, zmm12",
-                        "vunpcklps zmm11, zmm20, zmm0", "vunpckhps zmm7, zmm20, zmm0",
-                        "vunpcklps zmm8, zmm21, zmm14", "vunpckhps zmm16, zmm21, zmm14",
-                        "vunpcklps zmm6, zmm10, zmm19", "vunpckhps zmm5, zmm10, zmm19",
-                        "vunpcklps zmm17, zmm9, zmm23", "vunpckhps zmm12, zmm9, zmm23",
-                        "vunpcklps zmm20, zmm18, zmm15", "vunpckhps zmm0, zmm18, zmm15",
-                        "vunpcklpd zmm21, zmm13, zmm3", "vunpckhpd zmm14, zmm13, zmm3",
-                        "vunpcklpd zmm10, zmm4, zmm2", "vunpckhpd zmm19, zmm4, zmm2",
-                        "vunpcklpd zmm9, zmm22, zmm11", "vunpckhpd zmm23, zmm22, zmm11",
-                        "vunpcklpd zmm18, zmm1, zmm7", "vunpckhpd zmm15, zmm1, zmm7",
-                        "vunpcklpd zmm13, zmm8, zmm6", "vunpckhpd zmm3, zmm8, zmm6",
-                        "vunpcklpd zmm4, zmm16, zmm5", "vunpckhpd zmm2, zmm16, zmm5",
-                        "vunpcklpd zmm22, zmm17, zmm20", "vunpckhpd zmm11, zmm17, zmm20",
-                        "vunpcklpd zmm1, zmm12, zmm0", "vunpckhpd zmm7, zmm12, zmm0",
-                        "vshuff32x4 zmm8, zmm21, zmm9, 0x88", "vshuff32x4 zmm6, zmm21, zmm9, 0xdd",
-                        "vshuff32x4 zmm16, zmm13, zmm22, 0x88", "vshuff32x4 zmm5, zmm13, zmm22, 0xdd",
-                        "vshuff32x4 zmm17, zmm14, zmm23, 0x88", "vshuff32x4 zmm20, zmm14, zmm23, 0xdd",
-                        "vshuff32x4 zmm12, zmm3, zmm11, 0x88", "vshuff32x4 zmm0, zmm3, zmm11, 0xdd",
-                        "vshuff32x4 zmm21, zmm10, zmm18, 0x88", "vshuff32x4 zmm9, zmm10, zmm18, 0xdd",
-                        "vshuff32x4 zmm13, zmm4, zmm1, 0x88", "vshuff32x4 zmm22, zmm4, zmm1, 0xdd",
-                        "vshuff32x4 zmm14, zmm19, zmm15, 0x88", "vshuff32x4 zmm23, zmm19, zmm15, 0xdd",
-                        "vshuff32x4 zmm3, zmm2, zmm7, 0x88", "vshuff32x4 zmm11, zmm2, zmm7, 0xdd",
-                        "vshuff32x4 zmm10, zmm8, zmm16, 0x88", "vshuff32x4 zmm18, zmm8, zmm16, 0xdd",
-                        "vshuff32x4 zmm4, zmm6, zmm5, 0x88", "vshuff32x4 zmm1, zmm6, zmm5, 0xdd",
-                        "vshuff32x4 zmm19, zmm17, zmm12, 0x88", "vshuff32x4 zmm15, zmm17, zmm12, 0xdd",
-                        "vshuff32x4 zmm2, zmm20, zmm0, 0x88", "vshuff32x4 zmm7, zmm20, zmm0, 0xdd",
-                        "vshuff32x4 zmm8, zmm21, zmm13, 0x88", "vshuff32x4 zmm16, zmm21, zmm13, 0xdd",
-                        "vshuff32x4 zmm6, zmm9, zmm22, 0x88", "vshuff32x4 zmm5, zmm9, zmm22, 0xdd",
-                        "vshuff32x4 zmm17, zmm14, zmm3, 0x88", "vshuff32x4 zmm12, zmm14, zmm3, 0xdd",
-                        "vshuff32x4 zmm20, zmm23, zmm11, 0x88", "vshuff32x4 zmm0, zmm23, zmm11, 0xdd",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm10, dword ptr [rsi + 0]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm10, dword ptr [rsi + 0]{{1to16}}", "vaddps zmm28, zmm28, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm10, dword ptr [rsi + {qs} + 0]{{1to16}}", "vaddps zmm29, zmm29, zmm13", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm10, dword ptr [rdi + 0]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm10, dword ptr [rdi + 0]{{1to16}}", "vaddps zmm30, zmm30, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm10, dword ptr [rdi + {qs} + 0]{{1to16}}", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm19, dword ptr [rsi + 4]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm19, dword ptr [rsi + 4]{{1to16}}", "vaddps zmm28, zmm28, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm19, dword ptr [rsi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm19, dword ptr [rsi + {qs} + 4]{{1to16}}", "vaddps zmm29, zmm29, zmm3", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm19, dword ptr [rdi + 4]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm19, dword ptr [rdi + 4]{{1to16}}", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm19, dword ptr [rdi + {qs} + 4]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm19, dword ptr [rdi + {qs} + 4]{{1to16}}", "vaddps zmm31, zmm31, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm8, dword ptr [rsi + 8]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm8, dword ptr [rsi + 8]{{1to16}}", "vaddps zmm28, zmm28, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm8, dword ptr [rsi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm8, dword ptr [rsi + {qs} + 8]{{1to16}}", "vaddps zmm29, zmm29, zmm13", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm8, dword ptr [rdi + 8]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm8, dword ptr [rdi + 8]{{1to16}}", "vaddps zmm30, zmm30, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm8, dword ptr [rdi + {qs} + 8]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm8, dword ptr [rdi + {qs} + 8]{{1to16}}", "vaddps zmm31, zmm31, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm17, dword ptr [rsi + 12]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm17, dword ptr [rsi + 12]{{1to16}}", "vaddps zmm28, zmm28, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm17, dword ptr [rsi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm17, dword ptr [rsi + {qs} + 12]{{1to16}}", "vaddps zmm29, zmm29, zmm14", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm17, dword ptr [rdi + 12]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm17, dword ptr [rdi + 12]{{1to16}}", "vaddps zmm30, zmm30, zmm3", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm17, dword ptr [rdi + {qs} + 12]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm17, dword ptr [rdi + {qs} + 12]{{1to16}}", "vaddps zmm31, zmm31, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm4, dword ptr [rsi + 16]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm4, dword ptr [rsi + 16]{{1to16}}", "vaddps zmm28, zmm28, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm4, dword ptr [rsi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm4, dword ptr [rsi + {qs} + 16]{{1to16}}", "vaddps zmm29, zmm29, zmm19", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm4, dword ptr [rdi + 16]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm4, dword ptr [rdi + 16]{{1to16}}", "vaddps zmm30, zmm30, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm4, dword ptr [rdi + {qs} + 16]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm4, dword ptr [rdi + {qs} + 16]{{1to16}}", "vaddps zmm31, zmm31, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm2, dword ptr [rsi + 20]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm2, dword ptr [rsi + 20]{{1to16}}", "vaddps zmm28, zmm28, zmm9", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm2, dword ptr [rsi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm2, dword ptr [rsi + {qs} + 20]{{1to16}}", "vaddps zmm29, zmm29, zmm22", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm2, dword ptr [rdi + 20]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm2, dword ptr [rdi + 20]{{1to16}}", "vaddps zmm30, zmm30, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm2, dword ptr [rdi + {qs} + 20]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm2, dword ptr [rdi + {qs} + 20]{{1to16}}", "vaddps zmm31, zmm31, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm6, dword ptr [rsi + 24]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm6, dword ptr [rsi + 24]{{1to16}}", "vaddps zmm28, zmm28, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm6, dword ptr [rsi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm6, dword ptr [rsi + {qs} + 24]{{1to16}}", "vaddps zmm29, zmm29, zmm3", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm6, dword ptr [rdi + 24]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm6, dword ptr [rdi + 24]{{1to16}}", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm6, dword ptr [rdi + {qs} + 24]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm6, dword ptr [rdi + {qs} + 24]{{1to16}}", "vaddps zmm31, zmm31, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm20, dword ptr [rsi + 28]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm20, dword ptr [rsi + 28]{{1to16}}", "vaddps zmm28, zmm28, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm20, dword ptr [rsi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm20, dword ptr [rsi + {qs} + 28]{{1to16}}", "vaddps zmm29, zmm29, zmm19", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm20, dword ptr [rdi + 28]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm20, dword ptr [rdi + 28]{{1to16}}", "vaddps zmm30, zmm30, zmm21", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm20, dword ptr [rdi + {qs} + 28]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm20, dword ptr [rdi + {qs} + 28]{{1to16}}", "vaddps zmm31, zmm31, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm18, dword ptr [rsi + 32]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm18, dword ptr [rsi + 32]{{1to16}}", "vaddps zmm28, zmm28, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm18, dword ptr [rsi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm18, dword ptr [rsi + {qs} + 32]{{1to16}}", "vaddps zmm29, zmm29, zmm9", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm18, dword ptr [rdi + 32]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm18, dword ptr [rdi + 32]{{1to16}}", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm18, dword ptr [rdi + {qs} + 32]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm18, dword ptr [rdi + {qs} + 32]{{1to16}}", "vaddps zmm31, zmm31, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm15, dword ptr [rsi + 36]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm15, dword ptr [rsi + 36]{{1to16}}", "vaddps zmm28, zmm28, zmm10", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm15, dword ptr [rsi + {qs} + 36]{{1to16}}", "vaddps zmm29, zmm29, zmm2", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm15, dword ptr [rdi + 36]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm15, dword ptr [rdi + 36]{{1to16}}", "vaddps zmm30, zmm30, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm15, dword ptr [rdi + {qs} + 36]{{1to16}}", "vaddps zmm31, zmm31, zmm3", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm16, dword ptr [rsi + 40]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm16, dword ptr [rsi + 40]{{1to16}}", "vaddps zmm28, zmm28, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm16, dword ptr [rsi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm16, dword ptr [rsi + {qs} + 40]{{1to16}}", "vaddps zmm29, zmm29, zmm17", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm16, dword ptr [rdi + 40]{{1to16}}",
-                        ".else", "vmulps zmm6, zmm16, dword ptr [rdi + 40]{{1to16}}", "vaddps zmm30, zmm30, zmm6", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm16, dword ptr [rdi + {qs} + 40]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm16, dword ptr [rdi + {qs} + 40]{{1to16}}", "vaddps zmm31, zmm31, zmm11", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm12, dword ptr [rsi + 44]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm12, dword ptr [rsi + 44]{{1to16}}", "vaddps zmm28, zmm28, zmm19", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm12, dword ptr [rsi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm21, zmm12, dword ptr [rsi + {qs} + 44]{{1to16}}", "vaddps zmm29, zmm29, zmm21", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm12, dword ptr [rdi + 44]{{1to16}}",
-                        ".else", "vmulps zmm13, zmm12, dword ptr [rdi + 44]{{1to16}}", "vaddps zmm30, zmm30, zmm13", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm12, dword ptr [rdi + {qs} + 44]{{1to16}}",
-                        ".else", "vmulps zmm20, zmm12, dword ptr [rdi + {qs} + 44]{{1to16}}", "vaddps zmm31, zmm31, zmm20", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm1, dword ptr [rsi + 48]{{1to16}}",
-                        ".else", "vmulps zmm4, zmm1, dword ptr [rsi + 48]{{1to16}}", "vaddps zmm28, zmm28, zmm4", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm1, dword ptr [rsi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm9, zmm1, dword ptr [rsi + {qs} + 48]{{1to16}}", "vaddps zmm29, zmm29, zmm9", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm1, dword ptr [rdi + 48]{{1to16}}",
-                        ".else", "vmulps zmm22, zmm1, dword ptr [rdi + 48]{{1to16}}", "vaddps zmm30, zmm30, zmm22", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm1, dword ptr [rdi + {qs} + 48]{{1to16}}",
-                        ".else", "vmulps zmm8, zmm1, dword ptr [rdi + {qs} + 48]{{1to16}}", "vaddps zmm31, zmm31, zmm8", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm7, dword ptr [rsi + 52]{{1to16}}",
-                        ".else", "vmulps zmm18, zmm7, dword ptr [rsi + 52]{{1to16}}", "vaddps zmm28, zmm28, zmm18", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm7, dword ptr [rsi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm10, zmm7, dword ptr [rsi + {qs} + 52]{{1to16}}", "vaddps zmm29, zmm29, zmm10", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm7, dword ptr [rdi + 52]{{1to16}}",
-                        ".else", "vmulps zmm2, zmm7, dword ptr [rdi + 52]{{1to16}}", "vaddps zmm30, zmm30, zmm2", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm7, dword ptr [rdi + {qs} + 52]{{1to16}}",
-                        ".else", "vmulps zmm14, zmm7, dword ptr [rdi + {qs} + 52]{{1to16}}", "vaddps zmm31, zmm31, zmm14", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm5, dword ptr [rsi + 56]{{1to16}}",
-                        ".else", "vmulps zmm3, zmm5, dword ptr [rsi + 56]{{1to16}}", "vaddps zmm28, zmm28, zmm3", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm5, dword ptr [rsi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm15, zmm5, dword ptr [rsi + {qs} + 56]{{1to16}}", "vaddps zmm29, zmm29, zmm15", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm5, dword ptr [rdi + 56]{{1to16}}",
-                        ".else", "vmulps zmm23, zmm5, dword ptr [rdi + 56]{{1to16}}", "vaddps zmm30, zmm30, zmm23", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm5, dword ptr [rdi + {qs} + 56]{{1to16}}",
-                        ".else", "vmulps zmm17, zmm5, dword ptr [rdi + {qs} + 56]{{1to16}}", "vaddps zmm31, zmm31, zmm17", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm28, zmm0, dword ptr [rsi + 60]{{1to16}}",
-                        ".else", "vmulps zmm6, zmm0, dword ptr [rsi + 60]{{1to16}}", "vaddps zmm28, zmm28, zmm6", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm29, zmm0, dword ptr [rsi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm11, zmm0, dword ptr [rsi + {qs} + 60]{{1to16}}", "vaddps zmm29, zmm29, zmm11", ".endif",
-                        "prefetcht0 [r8]", "add r8, 64",
-                        ".if {fused}", "vfmadd231ps zmm30, zmm0, dword ptr [rdi + 60]{{1to16}}",
-                        ".else", "vmulps zmm16, zmm0, dword ptr [rdi + 60]{{1to16}}", "vaddps zmm30, zmm30, zmm16", ".endif",
-                        ".if {fused}", "vfmadd231ps zmm31, zmm0, dword ptr [rdi + {qs} + 60]{{1to16}}",
-                        ".else", "vmulps zmm19, zmm0, dword ptr [rdi + {qs} + 60]{{1to16}}", "vaddps zmm31, zmm31, zmm19", ".endif",
-                        "add rdx, 64", "add rsi, 64", "add rdi, 64",
-                        "dec rcx", "jnz 2b",
-                        "vmovups [r10], zmm24", "vmovups [r10 + 64], zmm28", "add r10, {ds}",
-                        "vmovups [r10], zmm25", "vmovups [r10 + 64], zmm29", "add r10, {ds}",
-                        "vmovups [r10], zmm26", "vmovups [r10 + 64], zmm30", "add r10, {ds}",
-                        "vmovups [r10], zmm27", "vmovups [r10 + 64], zmm31",
-                        "vzeroupper",
-                        inout("rdx") keys.as_ptr() => _,
-                        inout("rsi") q.as_ptr() => _,
-                        inout("rdi") q[2 * hd..].as_ptr() => _,
-                        inout("rcx") hd / 16 => _,
-                        out("rax") _,
-                        ss = in(reg) hd * 4,
-                        qs = in(reg) hd * 4,
-                        inout("r8") pk => _,
-                        inout("r10") out.as_mut_ptr() => _,
-                        ds = in(reg) out_row * 4,
-                        clobber_abi("C"),
-                        fused = const $fused,
-                        options(nostack),
-                    )
-                }
-            };
-        }
         match self.step {
-            Step::Fused => scores!(1),
-            Step::Unfused => scores!(0),
+            // SAFETY: the token exists only where AVX-512F was detected; `hd` is a positive
+            // multiple of 16, `keys` holds at least `32·hd` values, `q` `4·hd` and `out`
+            // `3·out_row + 32`, as just checked.
+            Step::Fused => unsafe { scores_4x32_avx512::<true>(q, hd, keys, ahead, out, out_row) },
+            // SAFETY: as above.
+            Step::Unfused => unsafe {
+                scores_4x32_avx512::<false>(q, hd, keys, ahead, out, out_row)
+            },
         }
         true
     }
@@ -1802,9 +802,7 @@ impl Wide for Avx512Attend {
     ) -> bool {
         let fits = depth <= a.len()
             && c.len() >= 64
-            && (depth == 0 || reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len()))
-            // Byte steps fit an address register.
-            && b_step.checked_mul(4).is_some_and(|n| n <= isize::MAX as usize);
+            && (depth == 0 || reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len()));
         if !fits {
             return false;
         }
@@ -1818,78 +816,17 @@ impl Wide for Avx512Attend {
             _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
         }
         .min(depth);
-        // One step: a weight times the 64 values of its row, added to the four accumulators;
-        // `fused` (an assembler constant) picks `vfmadd231ps` or `vmulps` then `vaddps`, one
-        // body for both modes and both loops (with and without requests).
-        macro_rules! weigh_step {
-            () => {
-                concat!(
-                    "vbroadcastss zmm20, dword ptr [rsi]\n",
-                    ".if {fused}\n",
-                    "vfmadd231ps zmm0, zmm20, [rdx]\n",
-                    "vfmadd231ps zmm1, zmm20, [rdx + 64]\n",
-                    "vfmadd231ps zmm2, zmm20, [rdx + 128]\n",
-                    "vfmadd231ps zmm3, zmm20, [rdx + 192]\n",
-                    ".else\n",
-                    "vmulps zmm16, zmm20, [rdx]\n",
-                    "vaddps zmm0, zmm0, zmm16\n",
-                    "vmulps zmm17, zmm20, [rdx + 64]\n",
-                    "vaddps zmm1, zmm1, zmm17\n",
-                    "vmulps zmm18, zmm20, [rdx + 128]\n",
-                    "vaddps zmm2, zmm2, zmm18\n",
-                    "vmulps zmm19, zmm20, [rdx + 192]\n",
-                    "vaddps zmm3, zmm3, zmm19\n",
-                    ".endif",
-                )
-            };
-        }
-        macro_rules! weigh {
-            ($fused:literal) => {
-                // SAFETY: the token exists only where AVX-512F was detected. The assembly
-                // reads `a[k]` and `b[k·b_step..][..64]` for `k < depth`, and reads and writes
-                // `c[..64]` — all inside the slices, as just checked; its prefetches (which
-                // never fault) name lines of `ahead` at the offsets of `b`'s. It touches no
-                // other memory and no stack; every vector register it uses is call-clobbered
-                // (`clobber_abi`).
-                unsafe {
-                    core::arch::asm!(
-                        "vmovups zmm0, [{c}]", "vmovups zmm1, [{c} + 64]",
-                        "vmovups zmm2, [{c} + 128]", "vmovups zmm3, [{c} + 192]",
-                        // One request per line read, for the same columns of the rows wanted
-                        // later, while `ahead` lasts.
-                        "mov rcx, {early}", "test rcx, rcx", "jz 7f",
-                        "5:",
-                        weigh_step!(),
-                        "prefetcht0 [r9]", "prefetcht0 [r9 + 64]",
-                        "prefetcht0 [r9 + 128]", "prefetcht0 [r9 + 192]",
-                        "add rsi, 4", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
-                        "7:",
-                        "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
-                        "6:",
-                        weigh_step!(),
-                        "add rsi, 4", "add rdx, {bstep}", "dec rcx", "jnz 6b",
-                        "4:",
-                        "vmovups [{c}], zmm0", "vmovups [{c} + 64], zmm1",
-                        "vmovups [{c} + 128], zmm2", "vmovups [{c} + 192], zmm3",
-                        "vzeroupper",
-                        inout("rsi") a.as_ptr() => _,
-                        inout("rdx") b.as_ptr() => _,
-                        inout("r9") ahead.as_ptr() => _,
-                        out("rcx") _,
-                        c = in(reg) c.as_mut_ptr(),
-                        early = in(reg) early,
-                        depth = in(reg) depth,
-                        bstep = in(reg) b_step * 4,
-                        fused = const $fused,
-                        clobber_abi("C"),
-                        options(nostack),
-                    )
-                }
-            };
-        }
         match self.step {
-            Step::Fused => weigh!(1),
-            Step::Unfused => weigh!(0),
+            // SAFETY: the token exists only where AVX-512F was detected; `depth` is positive
+            // and at most `a.len()`, `b` holds `(depth - 1)·b_step + 64` values and `c` 64, as
+            // just checked, and `early <= depth`.
+            Step::Fused => unsafe {
+                weigh_1x64_avx512::<true>(a, b, b_step, depth, c, ahead, early)
+            },
+            // SAFETY: as above.
+            Step::Unfused => unsafe {
+                weigh_1x64_avx512::<false>(a, b, b_step, depth, c, ahead, early)
+            },
         }
         true
     }
@@ -1910,141 +847,266 @@ impl Wide for Avx512Attend {
     }
 }
 
-/// The fused product from zero over `16·chunks` columns, `chunks` in `1..=3`: the loop of
-/// [`Avx512Attend::block`] with fewer accumulators (`4·chunks`), each element the same chain.
+/// `$body` once for each `$i` in `0..16`, `$i` a constant in each copy: a loop unrolled
+/// whatever the compiler's heuristics (an array of vectors indexed by a loop's variable would
+/// live in memory, not in registers).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+macro_rules! unroll16 {
+    ($i:ident => $body:block) => {
+        unroll16!(@ $i $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@ $i:ident $body:block $($n:literal)*) => {
+        $({
+            let $i: usize = $n;
+            $body
+        })*
+    };
+}
+
+/// `acc + x·y`: one fused multiply-add (`FUSED`, the native mode), or a product then a sum,
+/// each rounded alone (the portable mode): the step of every chain of the products here.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn mul_add<const FUSED: bool>(acc: __m512, x: __m512, y: __m512) -> __m512 {
+    if FUSED {
+        _mm512_fmadd_ps(x, y, acc)
+    } else {
+        _mm512_add_ps(acc, _mm512_mul_ps(x, y))
+    }
+}
+
+/// Requests the line holding `p` into L1 (`prefetcht0`), there among the products: the
+/// compiler fence after it keeps the compiler from gathering a pass's requests into one burst
+/// at its end, which stalls the loads behind it (the assembly spread them by hand; gathered,
+/// the four-row decode steps ran 3-10 % slower than it, spread they are within noise of it).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn narrow_fused_from_zero(
-    chunks: usize,
-    a: &[f32],
-    a_step: usize,
-    a_row: usize,
-    b: &[f32],
-    b_step: usize,
-    depth: usize,
-    c: &mut [f32],
-    c_row: usize,
-) -> bool {
-    let width = 16 * chunks;
-    let fits = depth > 0
-        && (1..=3).contains(&chunks)
-        && reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
-        && reach(depth, b_step, 0, width).is_some_and(|n| n <= b.len())
-        && reach(1, 0, c_row, width).is_some_and(|n| n <= c.len())
-        // Byte offsets fit an address register.
-        && [a_step, a_row, b_step, c_row]
-            .iter()
-            .all(|&s| s.checked_mul(12).is_some_and(|n| n <= isize::MAX as usize));
-    if !fits {
-        return false;
+fn request(p: *const f32) {
+    // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads no value and cannot fault,
+    // whatever the address.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// [`Wide::scores_1x32`]: the chains of keys 0-15, then those of keys 16-31 ([`chain16`], per
+/// 16 dimensions), each pass requesting the next 16 lines of `ahead`, `step` values apart.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `hd = q.len()` is a positive multiple of 16, `keys` holds at least
+/// `32·hd` values and `out` at least 32.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn scores_1x32_avx512<const FUSED: bool>(
+    q: &[f32],
+    keys: &[f32],
+    ahead: *const f32,
+    step: usize,
+    out: &mut [f32],
+) {
+    let hd = q.len();
+    debug_assert!(hd > 0 && hd.is_multiple_of(16) && 32 * hd <= keys.len() && out.len() >= 32);
+    let (qp, kp, op) = (q.as_ptr(), keys.as_ptr(), out.as_mut_ptr());
+    // Keys 0-15 then keys 16-31 (one chain in registers at a time), a pass per 16
+    // dimensions, pass `p` requesting the 16 lines from `ahead + p·step`.
+    for half in 0..2 {
+        let mut acc = _mm512_setzero_ps();
+        for d in (0..hd).step_by(16) {
+            let later = ahead.wrapping_add((half * hd + d) / 16 * step);
+            // SAFETY: `keys[(16·half + x)·hd + d..][..16]` for `x < 16` and `q[d..][..16]`:
+            // inside the slices, since `d + 16 <= hd` (the caller's lengths).
+            acc =
+                unsafe { chain16::<FUSED>(acc, kp.add(16 * hd * half + d), hd, qp.add(d), later) };
+        }
+        // SAFETY: `out[16·half..][..16]`, inside `out`.
+        unsafe { _mm512_storeu_ps(op.add(16 * half), acc) };
     }
-    // The three widths differ only in their instructions: one operand list serves them all.
-    macro_rules! narrow {
-        ($($line:literal),*) => {
-            core::arch::asm!(
-                $($line),*,
-                inout("rsi") a.as_ptr() => _,
-                inout("rdx") b.as_ptr() => _,
-                c = in(reg) c.as_mut_ptr(),
-                out("r8") _,
-                inout("rcx") depth => _,
-                ar = in(reg) a_row * 4,
-                ar3 = in(reg) a_row * 12,
-                astep = in(reg) a_step * 4,
-                bstep = in(reg) b_step * 4,
-                cs = in(reg) c_row * 4,
-                clobber_abi("C"),
-                options(nostack),
-            )
-        };
+}
+
+/// 16 dimensions of 16 chains: `acc[x] + q[d]·keys[x·hd + d]` for `x < 16`, in increasing
+/// `d < 16`, the 16 key rows read and transposed ([`transpose16`]: column `d` holds dimension
+/// `d` of the 16 keys), each step requesting the line at `later + 16·d`.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `keys[x·hd..][..16]` for `x < 16` and `q[..16]` can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn chain16<const FUSED: bool>(
+    mut acc: __m512,
+    keys: *const f32,
+    hd: usize,
+    q: *const f32,
+    later: *const f32,
+) -> __m512 {
+    let mut rows = [_mm512_setzero_ps(); 16];
+    for (x, row) in rows.iter_mut().enumerate() {
+        // SAFETY: key row `x < 16`, as the caller guarantees.
+        *row = unsafe { _mm512_loadu_ps(keys.add(x * hd)) };
     }
-    match chunks {
-        // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
-        // `a[k·a_step + r·a_row]` and `b[k·b_step..][..16·chunks]` for `k < depth`, `r < 4`,
-        // and writes `c[r·c_row..][..16·chunks]` — all inside the slices, as just checked.
-        // It touches no other memory and no stack; every vector register it uses is
-        // call-clobbered (`clobber_abi`).
-        1 => unsafe {
-            narrow! {
-                "vpxord zmm0, zmm0, zmm0",
-                "vpxord zmm1, zmm1, zmm1",
-                "vpxord zmm2, zmm2, zmm2",
-                "vpxord zmm3, zmm3, zmm3",
-                "2:",
-                "vmovups zmm16, [rdx]",
-                "vbroadcastss zmm20, dword ptr [rsi]",
-                "vfmadd231ps zmm0, zmm16, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                "vfmadd231ps zmm1, zmm16, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                "vfmadd231ps zmm2, zmm16, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                "vfmadd231ps zmm3, zmm16, zmm20",
-                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
-                "mov r8, {c}",
-                "vmovups [r8], zmm0", "add r8, {cs}",
-                "vmovups [r8], zmm1", "add r8, {cs}",
-                "vmovups [r8], zmm2", "add r8, {cs}",
-                "vmovups [r8], zmm3", "add r8, {cs}",
-                "vzeroupper"
-            }
-        },
-        // SAFETY: as above, over 16·chunks columns.
-        2 => unsafe {
-            narrow! {
-                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1",
-                "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
-                "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
-                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
-                "2:",
-                "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]",
-                "vbroadcastss zmm20, dword ptr [rsi]",
-                "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                "vfmadd231ps zmm2, zmm16, zmm20", "vfmadd231ps zmm3, zmm17, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                "vfmadd231ps zmm6, zmm16, zmm20", "vfmadd231ps zmm7, zmm17, zmm20",
-                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
-                "mov r8, {c}",
-                "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "add r8, {cs}",
-                "vmovups [r8], zmm2", "vmovups [r8 + 64], zmm3", "add r8, {cs}",
-                "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "add r8, {cs}",
-                "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "add r8, {cs}",
-                "vzeroupper"
-            }
-        },
-        // SAFETY: as above, over 16·chunks columns.
-        3 => unsafe {
-            narrow! {
-                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2",
-                "vpxord zmm3, zmm3, zmm3", "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
-                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7", "vpxord zmm8, zmm8, zmm8",
-                "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
-                "2:",
-                "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]",
-                "vbroadcastss zmm20, dword ptr [rsi]",
-                "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                "vfmadd231ps zmm3, zmm16, zmm20", "vfmadd231ps zmm4, zmm17, zmm20", "vfmadd231ps zmm5, zmm18, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                "vfmadd231ps zmm6, zmm16, zmm20", "vfmadd231ps zmm7, zmm17, zmm20", "vfmadd231ps zmm8, zmm18, zmm20",
-                "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                "vfmadd231ps zmm9, zmm16, zmm20", "vfmadd231ps zmm10, zmm17, zmm20", "vfmadd231ps zmm11, zmm18, zmm20",
-                "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 2b",
-                "mov r8, {c}",
-                "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "add r8, {cs}",
-                "vmovups [r8], zmm3", "vmovups [r8 + 64], zmm4", "vmovups [r8 + 128], zmm5", "add r8, {cs}",
-                "vmovups [r8], zmm6", "vmovups [r8 + 64], zmm7", "vmovups [r8 + 128], zmm8", "add r8, {cs}",
-                "vmovups [r8], zmm9", "vmovups [r8 + 64], zmm10", "vmovups [r8 + 128], zmm11", "add r8, {cs}",
-                "vzeroupper"
-            }
-        },
-        _ => return false,
+    let columns = transpose16(&rows);
+    unroll16!(d => {
+        // SAFETY: `q[d]`, `d < 16`, as the caller guarantees.
+        let w = _mm512_set1_ps(unsafe { *q.add(d) });
+        acc = mul_add::<FUSED>(acc, w, columns[d]);
+        request(later.wrapping_add(16 * d));
+    });
+    acc
+}
+
+/// [`Wide::scores_4x32`]: the chains of rows `r < 4` against keys 0-15, then against keys
+/// 16-31 ([`chains16x4`], per 16 dimensions), each pass requesting the next 16 lines of
+/// `ahead`, in address order (32 lines per 16 dimensions, `ahead`'s 32 rows in all).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `hd` is a positive multiple of 16, `keys` holds at least `32·hd`
+/// values, `q` at least `4·hd` and `out` at least `3·out_row + 32`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn scores_4x32_avx512<const FUSED: bool>(
+    q: &[f32],
+    hd: usize,
+    keys: &[f32],
+    ahead: *const f32,
+    out: &mut [f32],
+    out_row: usize,
+) {
+    debug_assert!(hd > 0 && hd.is_multiple_of(16) && 32 * hd <= keys.len() && 4 * hd <= q.len());
+    debug_assert!(3 * out_row + 32 <= out.len());
+    let (qp, kp, op) = (q.as_ptr(), keys.as_ptr(), out.as_mut_ptr());
+    // Keys 0-15 then keys 16-31 (four chains in registers at a time), a pass per 16
+    // dimensions, pass `p` requesting the 16 lines from `ahead + 256·p`.
+    for half in 0..2 {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for d in (0..hd).step_by(16) {
+            let later = ahead.wrapping_add((half * hd + d) * 16);
+            // SAFETY: `keys[(16·half + x)·hd + d..][..16]` for `x < 16` and `q[r·hd + d..][..16]`
+            // for `r < 4`: inside the slices, since `d + 16 <= hd` (the caller's lengths).
+            acc = unsafe {
+                chains16x4::<FUSED>(acc, kp.add(16 * hd * half + d), hd, qp.add(d), later)
+            };
+        }
+        for (r, &acc) in acc.iter().enumerate() {
+            // SAFETY: `out[r·out_row + 16·half..][..16]`, `r < 4`: inside `out` (the caller's
+            // length).
+            unsafe { _mm512_storeu_ps(op.add(r * out_row + 16 * half), acc) };
+        }
     }
-    true
+}
+
+/// 16 dimensions of the 4 × 16 chains `acc[r][x] + q[r·hd + d]·keys[x·hd + d]` for `r < 4`,
+/// `x < 16`, in increasing `d < 16`: the 16 key rows read and transposed ([`transpose16`]),
+/// then for each dimension the four rows' steps, the line at `later + 16·d` requested after
+/// the second.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `keys[x·hd..][..16]` for `x < 16` and `q[r·hd..][..16]` for `r < 4`
+/// can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn chains16x4<const FUSED: bool>(
+    mut acc: [__m512; 4],
+    keys: *const f32,
+    hd: usize,
+    q: *const f32,
+    later: *const f32,
+) -> [__m512; 4] {
+    let mut rows = [_mm512_setzero_ps(); 16];
+    for (x, row) in rows.iter_mut().enumerate() {
+        // SAFETY: key row `x < 16`, as the caller guarantees.
+        *row = unsafe { _mm512_loadu_ps(keys.add(x * hd)) };
+    }
+    let columns = transpose16(&rows);
+    unroll16!(d => {
+        for (r, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: `q[r·hd + d]`, `r < 4`, `d < 16`, as the caller guarantees.
+            let w = _mm512_set1_ps(unsafe { *q.add(r * hd + d) });
+            *acc = mul_add::<FUSED>(*acc, columns[d], w);
+            if r == 1 {
+                request(later.wrapping_add(16 * d));
+            }
+        }
+    });
+    acc
+}
+
+/// [`Wide::pack_keys`] over the first `done` keys: per 16 keys and 16 dimensions, the 16 key
+/// rows in, [`transpose16`], the 16 columns out.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `done` and `hd` are multiples of 16, `keys` holds at least `done·hd`
+/// values and `kt` at least `(hd - 1)·kt_stride + done`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_keys_avx512(keys: &[f32], hd: usize, done: usize, kt: &mut [f32], kt_stride: usize) {
+    debug_assert!(done * hd <= keys.len() && (hd - 1) * kt_stride + done <= kt.len());
+    let (src, dst) = (keys.as_ptr(), kt.as_mut_ptr());
+    for j in (0..done).step_by(16) {
+        for d in (0..hd).step_by(16) {
+            let mut rows = [_mm512_setzero_ps(); 16];
+            for (r, row) in rows.iter_mut().enumerate() {
+                // SAFETY: `keys[(j + r)·hd + d..][..16]`, inside `keys` since `j + r < done`
+                // and `d + 16 <= hd` (the caller's lengths).
+                *row = unsafe { _mm512_loadu_ps(src.add((j + r) * hd + d)) };
+            }
+            for (c, column) in transpose16(&rows).iter().enumerate() {
+                // SAFETY: `kt[(d + c)·kt_stride + j..][..16]`, inside `kt` since `d + c < hd`
+                // and `j + 16 <= done`.
+                unsafe { _mm512_storeu_ps(dst.add((d + c) * kt_stride + j), *column) };
+            }
+        }
+    }
+}
+
+/// The 16 × 16 transpose of `rows`: lane `r` of column `c` is lane `c` of row `r`. Pairs of
+/// rows interleaved value by value (`vunpcklps`, `vunpckhps`), then pair by pair
+/// (`vunpcklpd`, `vunpckhpd`), then their 128-bit quarters exchanged in two rounds
+/// (`vshuff32x4`): moves only, exact.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn transpose16(rows: &[__m512; 16]) -> [__m512; 16] {
+    // a[2i], a[2i + 1]: rows 2i and 2i + 1 interleaved, the low then the high half of each
+    // 128-bit quarter.
+    let mut a = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        a[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
+    }
+    // b[4g + j]: in quarter `l`, column 4l + j of rows 4g..4g + 4.
+    let mut b = [_mm512_setzero_ps(); 16];
+    for g in 0..4 {
+        let (p, q) = (_mm512_castps_pd(a[4 * g]), _mm512_castps_pd(a[4 * g + 1]));
+        let (r, s) = (
+            _mm512_castps_pd(a[4 * g + 2]),
+            _mm512_castps_pd(a[4 * g + 3]),
+        );
+        b[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(p, r));
+        b[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(p, r));
+        b[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(q, s));
+        b[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(q, s));
+    }
+    // c[j], c[4 + j]: columns j and 8 + j, and 4 + j and 12 + j, of rows 0..8; c[8 + j],
+    // c[12 + j] the same of rows 8..16.
+    let mut c = [_mm512_setzero_ps(); 16];
+    for j in 0..4 {
+        c[j] = _mm512_shuffle_f32x4::<0x88>(b[j], b[4 + j]);
+        c[4 + j] = _mm512_shuffle_f32x4::<0xdd>(b[j], b[4 + j]);
+        c[8 + j] = _mm512_shuffle_f32x4::<0x88>(b[8 + j], b[12 + j]);
+        c[12 + j] = _mm512_shuffle_f32x4::<0xdd>(b[8 + j], b[12 + j]);
+    }
+    let mut columns = [_mm512_setzero_ps(); 16];
+    for j in 0..8 {
+        columns[j] = _mm512_shuffle_f32x4::<0x88>(c[j], c[8 + j]);
+        columns[8 + j] = _mm512_shuffle_f32x4::<0xdd>(c[j], c[8 + j]);
+    }
+    columns
 }
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
@@ -2080,11 +1142,7 @@ impl Avx512Attend {
         }
         let fits = reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
             && reach(depth, b_step, 0, 64).is_some_and(|n| n <= b.len())
-            && reach(1, 0, c_row, 64).is_some_and(|n| n <= c.len())
-            // Byte offsets fit an address register.
-            && [a_step, a_row, b_step, c_row]
-                .iter()
-                .all(|&s| s.checked_mul(12).is_some_and(|n| n <= isize::MAX as usize));
+            && reach(1, 0, c_row, 64).is_some_and(|n| n <= c.len());
         if !fits {
             return false;
         }
@@ -2095,163 +1153,223 @@ impl Avx512Attend {
             _ => (ahead.len() + b_step).saturating_sub(64) / b_step,
         }
         .min(depth);
+        let (a, b) = ((a, a_step, a_row), (b, b_step));
         match self.step {
-            // SAFETY: the token exists only where AVX-512F was detected. The assembly reads
-            // `a[k·a_step + r·a_row]` and `b[k·b_step..][..64]` for `k < depth`, `r < 4`, and
-            // reads and writes `c[r·c_row..][..64]` — all inside the slices, as just checked;
-            // its prefetches (which never fault) name lines of `ahead` at the offsets of `b`'s.
-            // It touches no other memory and no stack; every vector register it uses is
-            // call-clobbered (`clobber_abi`).
+            // SAFETY: the token exists only where AVX-512F was detected; `depth` is positive,
+            // `a` holds `(depth - 1)·a_step + 3·a_row + 1` values, `b` `(depth - 1)·b_step +
+            // 64` and `c` `3·c_row + 64`, as just checked, and `early <= depth`.
             Step::Fused => unsafe {
-                core::arch::asm!(
-                    // From +0.0 (`c` not read) or from `c`.
-                    "test {zero}, {zero}",
-                    "jz 3f",
-                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
-                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
-                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
-                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
-                    "jmp 2f",
-                    "3:",
-                    "mov r8, {c}",
-                    "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
-
-                    "2:",
-                    // One request per line read, for the same columns of the rows wanted later.
-                    "mov rcx, {early}", "test rcx, rcx", "jz 7f",
-                    "5:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20", "vfmadd231ps zmm3, zmm19, zmm20",
-                    "prefetcht0 [r9 + 0]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20", "vfmadd231ps zmm6, zmm18, zmm20", "vfmadd231ps zmm7, zmm19, zmm20",
-                    "prefetcht0 [r9 + 64]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vfmadd231ps zmm8, zmm16, zmm20", "vfmadd231ps zmm9, zmm17, zmm20", "vfmadd231ps zmm10, zmm18, zmm20", "vfmadd231ps zmm11, zmm19, zmm20",
-                    "prefetcht0 [r9 + 128]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vfmadd231ps zmm12, zmm16, zmm20", "vfmadd231ps zmm13, zmm17, zmm20", "vfmadd231ps zmm14, zmm18, zmm20", "vfmadd231ps zmm15, zmm19, zmm20",
-                    "prefetcht0 [r9 + 192]",
-                    "add rsi, {astep}", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
-                    "7:",
-                    "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
-                    "6:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vfmadd231ps zmm0, zmm16, zmm20", "vfmadd231ps zmm1, zmm17, zmm20", "vfmadd231ps zmm2, zmm18, zmm20", "vfmadd231ps zmm3, zmm19, zmm20",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vfmadd231ps zmm4, zmm16, zmm20", "vfmadd231ps zmm5, zmm17, zmm20", "vfmadd231ps zmm6, zmm18, zmm20", "vfmadd231ps zmm7, zmm19, zmm20",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vfmadd231ps zmm8, zmm16, zmm20", "vfmadd231ps zmm9, zmm17, zmm20", "vfmadd231ps zmm10, zmm18, zmm20", "vfmadd231ps zmm11, zmm19, zmm20",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vfmadd231ps zmm12, zmm16, zmm20", "vfmadd231ps zmm13, zmm17, zmm20", "vfmadd231ps zmm14, zmm18, zmm20", "vfmadd231ps zmm15, zmm19, zmm20",
-                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 6b",
-                    "4:",
-                    "mov r8, {c}",
-                    "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "vmovups [r8 + 192], zmm3", "add r8, {cs}",
-                    "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "vmovups [r8 + 128], zmm6", "vmovups [r8 + 192], zmm7", "add r8, {cs}",
-                    "vmovups [r8], zmm8", "vmovups [r8 + 64], zmm9", "vmovups [r8 + 128], zmm10", "vmovups [r8 + 192], zmm11", "add r8, {cs}",
-                    "vmovups [r8], zmm12", "vmovups [r8 + 64], zmm13", "vmovups [r8 + 128], zmm14", "vmovups [r8 + 192], zmm15", "add r8, {cs}",
-                    "vzeroupper",
-                    inout("rsi") a.as_ptr() => _,
-                    inout("rdx") b.as_ptr() => _,
-                    c = in(reg) c.as_mut_ptr(),
-                    out("r8") _,
-                    inout("r9") ahead.as_ptr() => _,
-                    early = in(reg) early,
-                    depth = in(reg) depth,
-                    out("rcx") _,
-                    ar = in(reg) a_row * 4,
-                    ar3 = in(reg) a_row * 12,
-                    astep = in(reg) a_step * 4,
-                    bstep = in(reg) b_step * 4,
-                    cs = in(reg) c_row * 4,
-                    zero = in(reg) usize::from(zero),
-                    clobber_abi("C"),
-                    options(nostack),
-                )
+                product_avx512::<true, 4>(a, b, depth, c, c_row, zero, ahead, early)
             },
-            // SAFETY: as above; the loop differs only in its arithmetic.
+            // SAFETY: as above.
             Step::Unfused => unsafe {
-                core::arch::asm!(
-                    // From +0.0 (`c` not read) or from `c`.
-                    "test {zero}, {zero}",
-                    "jz 3f",
-                    "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
-                    "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5", "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
-                    "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
-                    "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13", "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
-                    "jmp 2f",
-                    "3:",
-                    "mov r8, {c}",
-                    "vmovups zmm0, [r8]", "vmovups zmm1, [r8 + 64]", "vmovups zmm2, [r8 + 128]", "vmovups zmm3, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm4, [r8]", "vmovups zmm5, [r8 + 64]", "vmovups zmm6, [r8 + 128]", "vmovups zmm7, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm8, [r8]", "vmovups zmm9, [r8 + 64]", "vmovups zmm10, [r8 + 128]", "vmovups zmm11, [r8 + 192]", "add r8, {cs}",
-                    "vmovups zmm12, [r8]", "vmovups zmm13, [r8 + 64]", "vmovups zmm14, [r8 + 128]", "vmovups zmm15, [r8 + 192]", "add r8, {cs}",
-
-                    "2:",
-                    // One request per line read, for the same columns of the rows wanted later.
-                    "mov rcx, {early}", "test rcx, rcx", "jz 7f",
-                    "5:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm0, zmm0, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm1, zmm1, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm2, zmm2, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm3, zmm3, zmm24",
-                    "prefetcht0 [r9 + 0]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm4, zmm4, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm5, zmm5, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm6, zmm6, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm7, zmm7, zmm24",
-                    "prefetcht0 [r9 + 64]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm8, zmm8, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm9, zmm9, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm10, zmm10, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm11, zmm11, zmm24",
-                    "prefetcht0 [r9 + 128]",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm12, zmm12, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm13, zmm13, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm14, zmm14, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm15, zmm15, zmm24",
-                    "prefetcht0 [r9 + 192]",
-                    "add rsi, {astep}", "add rdx, {bstep}", "add r9, {bstep}", "dec rcx", "jnz 5b",
-                    "7:",
-                    "mov rcx, {depth}", "sub rcx, {early}", "jz 4f",
-                    "6:",
-                    "vmovups zmm16, [rdx]", "vmovups zmm17, [rdx + 64]", "vmovups zmm18, [rdx + 128]", "vmovups zmm19, [rdx + 192]",
-                    "vbroadcastss zmm20, dword ptr [rsi]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm0, zmm0, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm1, zmm1, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm2, zmm2, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm3, zmm3, zmm24",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm4, zmm4, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm5, zmm5, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm6, zmm6, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm7, zmm7, zmm24",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar}*2]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm8, zmm8, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm9, zmm9, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm10, zmm10, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm11, zmm11, zmm24",
-                    "vbroadcastss zmm20, dword ptr [rsi + {ar3}]",
-                    "vmulps zmm21, zmm16, zmm20", "vaddps zmm12, zmm12, zmm21", "vmulps zmm22, zmm17, zmm20", "vaddps zmm13, zmm13, zmm22", "vmulps zmm23, zmm18, zmm20", "vaddps zmm14, zmm14, zmm23", "vmulps zmm24, zmm19, zmm20", "vaddps zmm15, zmm15, zmm24",
-                    "add rsi, {astep}", "add rdx, {bstep}", "dec rcx", "jnz 6b",
-                    "4:",
-                    "mov r8, {c}",
-                    "vmovups [r8], zmm0", "vmovups [r8 + 64], zmm1", "vmovups [r8 + 128], zmm2", "vmovups [r8 + 192], zmm3", "add r8, {cs}",
-                    "vmovups [r8], zmm4", "vmovups [r8 + 64], zmm5", "vmovups [r8 + 128], zmm6", "vmovups [r8 + 192], zmm7", "add r8, {cs}",
-                    "vmovups [r8], zmm8", "vmovups [r8 + 64], zmm9", "vmovups [r8 + 128], zmm10", "vmovups [r8 + 192], zmm11", "add r8, {cs}",
-                    "vmovups [r8], zmm12", "vmovups [r8 + 64], zmm13", "vmovups [r8 + 128], zmm14", "vmovups [r8 + 192], zmm15", "add r8, {cs}",
-                    "vzeroupper",
-                    inout("rsi") a.as_ptr() => _,
-                    inout("rdx") b.as_ptr() => _,
-                    c = in(reg) c.as_mut_ptr(),
-                    out("r8") _,
-                    inout("r9") ahead.as_ptr() => _,
-                    early = in(reg) early,
-                    depth = in(reg) depth,
-                    out("rcx") _,
-                    ar = in(reg) a_row * 4,
-                    ar3 = in(reg) a_row * 12,
-                    astep = in(reg) a_step * 4,
-                    bstep = in(reg) b_step * 4,
-                    cs = in(reg) c_row * 4,
-                    zero = in(reg) usize::from(zero),
-                    clobber_abi("C"),
-                    options(nostack),
-                )
+                product_avx512::<false, 4>(a, b, depth, c, c_row, zero, ahead, early)
             },
         }
         true
     }
+
+    /// The native mode's product from zero over `16·chunks` columns, `chunks` in `1..=3`: the
+    /// loop of [`block`](Self::block) with fewer accumulators (`4·chunks`), each element the
+    /// same chain. Returns `false`, having done nothing, for another `chunks` or slices too
+    /// short.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn narrow_fused_from_zero(
+        self,
+        chunks: usize,
+        a: &[f32],
+        a_step: usize,
+        a_row: usize,
+        b: &[f32],
+        b_step: usize,
+        depth: usize,
+        c: &mut [f32],
+        c_row: usize,
+    ) -> bool {
+        let width = 16 * chunks;
+        let fits = depth > 0
+            && (1..=3).contains(&chunks)
+            && reach(depth, a_step, a_row, 1).is_some_and(|n| n <= a.len())
+            && reach(depth, b_step, 0, width).is_some_and(|n| n <= b.len())
+            && reach(1, 0, c_row, width).is_some_and(|n| n <= c.len());
+        if !fits {
+            return false;
+        }
+        let (a, b) = ((a, a_step, a_row), (b, b_step));
+        // SAFETY: the token exists only where AVX-512F was detected; `chunks` is in `1..=3`,
+        // `depth` is positive, `a` holds `(depth - 1)·a_step + 3·a_row + 1` values, `b`
+        // `(depth - 1)·b_step + 16·chunks` and `c` `3·c_row + 16·chunks`, as just checked;
+        // no step requests (`early` 0).
+        unsafe {
+            match chunks {
+                1 => product_avx512::<true, 1>(a, b, depth, c, c_row, true, &[], 0),
+                2 => product_avx512::<true, 2>(a, b, depth, c, c_row, true, &[], 0),
+                _ => product_avx512::<true, 3>(a, b, depth, c, c_row, true, &[], 0),
+            }
+        }
+        true
+    }
+}
+
+/// [`Wide::weigh_1x64_ahead`]: the 64 values of `c` in four accumulators, a
+/// [`weigh_step`] per value row, the first `early` steps each requesting the four lines of
+/// `ahead` at the offsets of `b`'s.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `depth` is positive and at most `a.len()`, `b` holds at least
+/// `(depth - 1)·b_step + 64` values and `c` at least 64; `early <= depth`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+unsafe fn weigh_1x64_avx512<const FUSED: bool>(
+    a: &[f32],
+    b: &[f32],
+    b_step: usize,
+    depth: usize,
+    c: &mut [f32],
+    ahead: &[f32],
+    early: usize,
+) {
+    debug_assert!(0 < depth && depth <= a.len() && early <= depth && c.len() >= 64);
+    debug_assert!((depth - 1) * b_step + 64 <= b.len());
+    let (bp, cp, later) = (b.as_ptr(), c.as_mut_ptr(), ahead.as_ptr());
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for (j, acc) in acc.iter_mut().enumerate() {
+        // SAFETY: `c[16·j..][..16]`, `j < 4`: inside `c` (the caller's length).
+        *acc = unsafe { _mm512_loadu_ps(cp.add(16 * j)) };
+    }
+    let a = &a[..depth];
+    for (k, &w) in a[..early].iter().enumerate() {
+        // SAFETY: `b[k·b_step..][..64]`, `k < depth`: inside `b` (the caller's length).
+        acc = unsafe { weigh_step::<FUSED>(acc, w, bp.add(k * b_step)) };
+        for j in 0..4 {
+            request(later.wrapping_add(k * b_step + 16 * j));
+        }
+    }
+    for (k, &w) in a.iter().enumerate().skip(early) {
+        // SAFETY: as above.
+        acc = unsafe { weigh_step::<FUSED>(acc, w, bp.add(k * b_step)) };
+    }
+    for (j, &acc) in acc.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_ps(cp.add(16 * j), acc) };
+    }
+}
+
+/// One step of [`weigh_1x64_avx512`]: `acc[j] + w·b[16·j..][..16]` for `j < 4`.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `b[..64]` can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn weigh_step<const FUSED: bool>(acc: [__m512; 4], w: f32, b: *const f32) -> [__m512; 4] {
+    let w = _mm512_set1_ps(w);
+    let mut sums = acc;
+    for (j, sum) in sums.iter_mut().enumerate() {
+        // SAFETY: `b[16·j..][..16]`, `j < 4`, as the caller guarantees.
+        *sum = mul_add::<FUSED>(*sum, w, unsafe { _mm512_loadu_ps(b.add(16 * j)) });
+    }
+    sums
+}
+
+/// The four rows' product over `16·N` columns, `N` in `1..=4`, with `a = (a, a_step, a_row)`
+/// and `b = (b, b_step)`: `c[r·c_row + x] + Σ_k a[k·a_step + r·a_row] · b[k·b_step + x]` for
+/// `r < 4`, `x < 16·N`, from `+0.0` instead of `c` when `zero` (then `c` is written, never
+/// read), in increasing `k`: `4·N` accumulators, a [`product_step`] per `k`, the first `early`
+/// steps each requesting the lines of `ahead` at the offsets of `b`'s.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `N` is in `1..=4`, `depth` is positive, `a` holds at least `(depth -
+/// 1)·a_step + 3·a_row + 1` values, `b` at least `(depth - 1)·b_step + 16·N` and `c` at least
+/// `3·c_row + 16·N`; `early <= depth`.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_avx512<const FUSED: bool, const N: usize>(
+    (a, a_step, a_row): (&[f32], usize, usize),
+    (b, b_step): (&[f32], usize),
+    depth: usize,
+    c: &mut [f32],
+    c_row: usize,
+    zero: bool,
+    ahead: &[f32],
+    early: usize,
+) {
+    debug_assert!((1..=4).contains(&N) && 0 < depth && early <= depth);
+    debug_assert!((depth - 1) * a_step + 3 * a_row < a.len());
+    debug_assert!((depth - 1) * b_step + 16 * N <= b.len() && 3 * c_row + 16 * N <= c.len());
+    let (ap, bp, cp, later) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), ahead.as_ptr());
+    // acc[N·r + j]: row `r`, columns `16·j..16·j + 16`.
+    let mut acc = [_mm512_setzero_ps(); 16];
+    if !zero {
+        for r in 0..4 {
+            for j in 0..N {
+                // SAFETY: `c[r·c_row + 16·j..][..16]`, `r < 4`, `j < N`: inside `c` (the
+                // caller's length).
+                acc[N * r + j] = unsafe { _mm512_loadu_ps(cp.add(r * c_row + 16 * j)) };
+            }
+        }
+    }
+    for k in 0..early {
+        // SAFETY: `a[k·a_step + r·a_row]` for `r < 4` and `b[k·b_step..][..16·N]`, `k <
+        // depth`: inside the slices (the caller's lengths).
+        acc = unsafe {
+            let (a, b) = (ap.add(k * a_step), bp.add(k * b_step));
+            product_step::<FUSED, N, true>(acc, a, a_row, b, later.wrapping_add(k * b_step))
+        };
+    }
+    for k in early..depth {
+        // SAFETY: as above.
+        acc = unsafe {
+            let (a, b) = (ap.add(k * a_step), bp.add(k * b_step));
+            product_step::<FUSED, N, false>(acc, a, a_row, b, later)
+        };
+    }
+    for r in 0..4 {
+        for j in 0..N {
+            // SAFETY: as for the loads.
+            unsafe { _mm512_storeu_ps(cp.add(r * c_row + 16 * j), acc[N * r + j]) };
+        }
+    }
+}
+
+/// One step `k` of [`product_avx512`]: `acc[N·r + j] + a[r·a_row] · b[16·j..][..16]` for
+/// `r < 4`, `j < N`, as the mode rounds ([`mul_add`]); with `REQUEST`, the line at `later +
+/// 16·r` requested after row `r`'s products.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `a[r·a_row]` for `r < 4` and `b[..16·N]` can be read.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn product_step<const FUSED: bool, const N: usize, const REQUEST: bool>(
+    mut acc: [__m512; 16],
+    a: *const f32,
+    a_row: usize,
+    b: *const f32,
+    later: *const f32,
+) -> [__m512; 16] {
+    let mut row = [_mm512_setzero_ps(); 4];
+    for (j, row) in row.iter_mut().enumerate().take(N) {
+        // SAFETY: `b[16·j..][..16]`, `j < N`, as the caller guarantees.
+        *row = unsafe { _mm512_loadu_ps(b.add(16 * j)) };
+    }
+    for r in 0..4 {
+        // SAFETY: `a[r·a_row]`, `r < 4`, as the caller guarantees.
+        let x = _mm512_set1_ps(unsafe { *a.add(r * a_row) });
+        for j in 0..N {
+            acc[N * r + j] = mul_add::<FUSED>(acc[N * r + j], row[j], x);
+        }
+        if REQUEST {
+            request(later.wrapping_add(16 * r));
+        }
+    }
+    acc
 }
 
 #[cfg(all(test, target_arch = "x86_64", feature = "std", not(feature = "loom")))]
@@ -2526,7 +1644,7 @@ mod tests {
                 keys[17 * hd] = f32::INFINITY;
                 keys[30 * hd + hd - 1] = -0.0;
                 let ahead = vec![0.0f32; 32 * hd];
-                // Requests from the assembly (32 whole rows) and from the caller (a part).
+                // Requests from the kernel (32 whole rows) and from the caller (a part).
                 for later in [&ahead[..], &ahead[..hd]] {
                     let mut got = vec![-7.0f32; 33];
                     assert!(wide.scores_1x32(&q, &keys, later, &mut got));
