@@ -63,29 +63,10 @@ struct Args {
     out: PathBuf,
 }
 
-/// Why the export stopped: the exit status and a one-line message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exit {
-    /// 2 for bad arguments, 1 for a failure.
-    pub code: u8,
-    /// One line, without the `export: ` prefix.
-    pub message: String,
-}
-
-fn bad(message: impl Into<String>) -> Exit {
-    Exit {
-        code: 2,
-        message: message.into(),
-    }
-}
-
-fn failed(message: impl std::fmt::Display) -> Exit {
-    // Keep it on one line whatever the error's own text holds.
-    Exit {
-        code: 1,
-        message: message.to_string().replace('\n', " "),
-    }
-}
+#[path = "common/exit.rs"]
+mod exit;
+pub use exit::Exit;
+use exit::{bad, failed};
 
 /// `Ok(None)` for `--help`.
 fn parse(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, Exit> {

@@ -339,7 +339,10 @@ mod export_cli {
 }
 
 #[cfg(feature = "model")]
-#[allow(dead_code)] // the example's `main`, unused here
+// `dead_code`: the example's `main`, unused here. `duplicate_mod`: both examples include
+// `examples/common/exit.rs` as a module of their own (each is a crate of its own); here they
+// meet in one crate.
+#[allow(dead_code, clippy::duplicate_mod)]
 #[path = "../../examples/export_model.rs"]
 mod export_model;
 
