@@ -218,6 +218,38 @@ fn every_available_variant_gives_the_portable_bits_for_every_type_mode_and_row_c
 }
 
 #[test]
+fn every_available_variant_gives_the_portable_bits_for_float_rows_whole_or_ragged() {
+    use skainet_schedule::{cpu_kernels, KernelProvider};
+    let registry = cpu_kernels();
+    let portable = KernelConfig::new(registry.find("portable").unwrap());
+    // 96 is three whole groups of 32 (the vector loops read the floats as blocks of 32), 72
+    // and 13 end ragged (the generic loop).
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        for k in [96, 72, 13] {
+            let bytes = random_weight(ty, 21, k, 17 + ty.id());
+            let w = QMatrix::new(ty, 21, k, &bytes).unwrap();
+            for rows in [1, 4, 6] {
+                let x = uniform(&[rows, k], 5 + rows as u32);
+                let want =
+                    quant_linear_with(&portable, &x, &w, Activations::Exact, &Sequential).unwrap();
+                assert!(want.data().iter().all(|v| v.is_finite() && *v != 0.0));
+                for v in registry.providers().iter().filter(|p| p.is_available()) {
+                    let config = KernelConfig::new(v.clone());
+                    let got = quant_linear_with(&config, &x, &w, Activations::Exact, &Sequential)
+                        .unwrap();
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty} k {k} rows {rows} on {}",
+                        v.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn exact_mode_is_within_f32_rounding_of_an_f64_reference_of_the_decoded_weight() {
     for ty in GgmlType::ALL {
         let (n, k, rows) = (9, 768, 2);

@@ -64,6 +64,13 @@ pub(crate) trait Wide16: Copy {
     unsafe fn zero() -> Self::F;
     /// `x[0..16]`.
     unsafe fn load(x: &[f32; 16]) -> Self::F;
+    /// The sixteen little-endian f32 at `b`.
+    unsafe fn f32s(b: &[u8; 64]) -> Self::F;
+    /// The sixteen little-endian halves at `b`, widened by `vcvtph2ps` (F16C; exact, a NaN
+    /// quieted: [`f16_to_f32`](crate::quant::f16_to_f32)'s bits).
+    unsafe fn f16s(b: &[u8; 32]) -> Self::F;
+    /// The sixteen little-endian bfloat16 at `b`, widened (`bits << 16`, exact).
+    unsafe fn bf16s(b: &[u8; 32]) -> Self::F;
     /// The step of the dot: `acc + x·w`, two roundings, or one when `FUSED`.
     unsafe fn step<const FUSED: bool>(acc: Self::F, x: Self::F, w: Self::F) -> Self::F;
     /// The two 8-lane vectors the register holds, added: `v0 + v1`.
@@ -225,6 +232,37 @@ impl Wide16 for Avx2x2 {
     }
 
     #[inline(always)]
+    unsafe fn f32s(b: &[u8; 64]) -> Self::F {
+        let p = b.as_ptr() as *const f32;
+        // SAFETY: `b` holds 64 bytes; the two unaligned loads read 32 each.
+        unsafe { (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) }
+    }
+
+    #[inline(always)]
+    unsafe fn f16s(b: &[u8; 32]) -> Self::F {
+        let p = b.as_ptr() as *const __m128i;
+        // SAFETY: `b` holds 32 bytes; the two loads read 16 each; F16C per the caller.
+        unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(p)),
+                _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
+            )
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn bf16s(b: &[u8; 32]) -> Self::F {
+        let p = b.as_ptr() as *const __m128i;
+        // SAFETY: `b` holds 32 bytes; the two loads read 16 each; AVX2 per the caller.
+        unsafe {
+            (
+                bf16_widen(_mm_loadu_si128(p)),
+                bf16_widen(_mm_loadu_si128(p.add(1))),
+            )
+        }
+    }
+
+    #[inline(always)]
     unsafe fn step<const FUSED: bool>(acc: Self::F, x: Self::F, w: Self::F) -> Self::F {
         // SAFETY: register-only; the caller runs with AVX2, and with FMA when `FUSED`.
         unsafe {
@@ -279,6 +317,14 @@ unsafe fn decode4<W: Wide16, const BIAS: i32, const OFF: i8>(q: W::I, d: f32, m:
             _ => v,
         }
     }
+}
+
+/// Eight bfloat16 widened (a function, not a closure: a closure does not inherit its
+/// caller's target features). The caller runs with AVX2.
+#[inline(always)]
+unsafe fn bf16_widen(v: __m128i) -> __m256 {
+    // SAFETY: register-only; AVX2 per the caller.
+    unsafe { _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(v))) }
 }
 
 impl Wide16 for Avx512x1 {
@@ -374,6 +420,27 @@ impl Wide16 for Avx512x1 {
     unsafe fn load(x: &[f32; 16]) -> Self::F {
         // SAFETY: `x` holds the 16 values the load reads.
         unsafe { _mm512_loadu_ps(x.as_ptr()) }
+    }
+
+    #[inline(always)]
+    unsafe fn f32s(b: &[u8; 64]) -> Self::F {
+        // SAFETY: `b` holds the 64 bytes the unaligned load reads.
+        unsafe { _mm512_loadu_ps(b.as_ptr() as *const f32) }
+    }
+
+    #[inline(always)]
+    unsafe fn f16s(b: &[u8; 32]) -> Self::F {
+        // SAFETY: `b` holds the 32 bytes the load reads; AVX-512F per the caller.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(b.as_ptr() as *const __m256i)) }
+    }
+
+    #[inline(always)]
+    unsafe fn bf16s(b: &[u8; 32]) -> Self::F {
+        // SAFETY: `b` holds the 32 bytes the load reads; AVX-512F per the caller.
+        unsafe {
+            let v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(b.as_ptr() as *const __m256i));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(v))
+        }
     }
 
     #[inline(always)]
@@ -481,6 +548,51 @@ pub(crate) struct Q4K;
 pub(crate) struct Q5K;
 /// `Q6_K`: `d·sc · (q - 32)`.
 pub(crate) struct Q6K;
+/// `F32` rows of whole groups of 32, read as blocks of 32: the values themselves.
+pub(crate) struct F32;
+/// `F16` rows of whole groups of 32: each half widened.
+pub(crate) struct F16;
+/// `BF16` rows of whole groups of 32: each bfloat16 widened.
+pub(crate) struct BF16;
+
+impl WideBlock for F32 {
+    const LEN: usize = 32;
+    const BYTES: usize = 128;
+    type Scales = ();
+    #[inline(always)]
+    unsafe fn scales(_: &[u8]) {}
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe { (W::f32s(at(b, 0)), W::f32s(at(b, 64))) }
+    }
+}
+
+impl WideBlock for F16 {
+    const LEN: usize = 32;
+    const BYTES: usize = 64;
+    type Scales = ();
+    #[inline(always)]
+    unsafe fn scales(_: &[u8]) {}
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features and F16C.
+        unsafe { (W::f16s(at(b, 0)), W::f16s(at(b, 32))) }
+    }
+}
+
+impl WideBlock for BF16 {
+    const LEN: usize = 32;
+    const BYTES: usize = 64;
+    type Scales = ();
+    #[inline(always)]
+    unsafe fn scales(_: &[u8]) {}
+    #[inline(always)]
+    unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
+        // SAFETY: the caller runs with `W`'s features.
+        unsafe { (W::bf16s(at(b, 0)), W::bf16s(at(b, 32))) }
+    }
+}
 
 impl WideBlock for Q8_0 {
     const LEN: usize = BlockQ8_0::LEN;
@@ -820,8 +932,9 @@ unsafe fn columns<W: Wide16, B: WideBlock, const G: usize, const FUSED: bool>(
     }
 }
 
-/// Every block format on backend `W`; the float types (whose rows may end ragged) through
-/// the generic [`exact_dots`](super::qdot::exact_dots) on AVX2.
+/// Every block format on backend `W`; the float types too when their rows are whole groups of
+/// 32 (read 32 values at a time, the groups' order is the same), else (a row that ends
+/// ragged) through the generic [`exact_dots`](super::qdot::exact_dots) on AVX2.
 #[inline(always)]
 unsafe fn by_type<W: Wide16, const G: usize, const FUSED: bool>(
     r: &QRows<'_>,
@@ -839,6 +952,9 @@ unsafe fn by_type<W: Wide16, const G: usize, const FUSED: bool>(
             GgmlType::Q4_K => columns::<W, Q4K, G, FUSED>(r, cols, out),
             GgmlType::Q5_K => columns::<W, Q5K, G, FUSED>(r, cols, out),
             GgmlType::Q6_K => columns::<W, Q6K, G, FUSED>(r, cols, out),
+            GgmlType::F32 if r.k.is_multiple_of(32) => columns::<W, F32, G, FUSED>(r, cols, out),
+            GgmlType::F16 if r.k.is_multiple_of(32) => columns::<W, F16, G, FUSED>(r, cols, out),
+            GgmlType::BF16 if r.k.is_multiple_of(32) => columns::<W, BF16, G, FUSED>(r, cols, out),
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => match (FUSED, Avx2Fma::detect()) {
                 (true, Some(s)) => super::qdot::exact_columns(s, Native, r, cols, out),
                 _ => match Avx2::detect() {
@@ -974,6 +1090,57 @@ mod tests {
                 want.iter().all(|v| v.is_finite() && *v != 0.0),
                 "{ty}: {want:?}"
             );
+        }
+    }
+
+    // The float types as blocks of 32, in CI's miri build with AVX2 too: two activation rows,
+    // three weight rows of two groups, values of both signs (a NaN or an infinity would hide
+    // a wrong lane).
+    #[test]
+    fn avx2_float_rows_of_whole_groups_give_the_portable_bits() {
+        if Avx2::detect().is_none() {
+            return;
+        }
+        let (n, k) = (3, 64);
+        let values: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 11 + 5) % 37) as f32 / 16.0 - 1.125)
+            .collect();
+        let f32s: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let f16s: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| f32_to_f16(v).to_le_bytes())
+            .collect();
+        let bf16s: Vec<u8> = values
+            .iter()
+            .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
+            .collect();
+        let x: Vec<Vec<f32>> = (0..2)
+            .map(|r| {
+                (0..k)
+                    .map(|i| ((i * 5 + r * 3) % 23) as f32 / 8.0 - 1.25)
+                    .collect()
+            })
+            .collect();
+        let xs: Vec<&[f32]> = x.iter().map(|r| r.as_slice()).collect();
+        for (ty, w) in [
+            (GgmlType::F32, &f32s),
+            (GgmlType::F16, &f16s),
+            (GgmlType::BF16, &bf16s),
+        ] {
+            let rows = QRows {
+                ty,
+                xs: &xs,
+                w,
+                row_bytes: ty.row_bytes(k).unwrap(),
+                k,
+            };
+            let mut want = [0.0f32; 6];
+            super::super::qdot::exact_portable(&rows, 0..n, &mut want);
+            let mut got = [0.0f32; 6];
+            // SAFETY: `Avx2::detect` found AVX2 on this CPU.
+            unsafe { exact_avx2(&rows, 0..n, &mut got) };
+            assert_eq!(got.map(f32::to_bits), want.map(f32::to_bits), "{ty}");
+            assert!(want.iter().all(|v| v.is_finite() && *v != 0.0), "{ty}");
         }
     }
 }
