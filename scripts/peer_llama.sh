@@ -5,8 +5,9 @@
 # (llama-bench, llama-quantize) on the last line of stdout; says what it does on stderr.
 #
 #   scripts/peer_llama.sh                   -> $SKAINET_PEERS_DIR/llama/build/bin
-#   scripts/peer_llama.sh --quantize MODEL  also writes MODEL's Q8_0 and Q4_K_M files into
-#                                           $SKAINET_PEERS_DIR/llama/models (once each)
+#   scripts/peer_llama.sh --quantize MODEL  also writes MODEL's Q8_0, Q4_K_M and F32 files into
+#                                           $SKAINET_PEERS_DIR/llama/models (once each; F32 is
+#                                           the weights decoded, as the compiled step reads them)
 #
 # SKAINET_PEERS_DIR defaults to ~/.cache/skainet-peers, as for the other peers of
 # scripts/bench_report.sh. The first run downloads the sdist and builds (about 7 minutes on two
@@ -92,7 +93,7 @@ if [ -n "$model" ]; then
   mkdir -p "$dir/models"
   stem=$(basename "$model" .gguf)
   stem=${stem%.Q4_1}
-  for type in Q8_0 Q4_K_M; do
+  for type in Q8_0 Q4_K_M F32; do
     out=$dir/models/$stem.$type.gguf
     if [ ! -s "$out" ]; then
       say "llama-quantize --allow-requantize $(basename "$model") $type"
