@@ -68,10 +68,7 @@ fn a_caller_on_a_sleeping_pool_runs_the_pieces_after_its_first_as_one_call() {
     for _ in 0..20 {
         let asleep = std::time::Instant::now();
         while shared.helpers_awake() {
-            assert!(
-                asleep.elapsed() < Duration::from_secs(10),
-                "the worker never slept"
-            );
+            assert!(asleep.elapsed() < hang_limit(), "the worker never slept");
             std::thread::sleep(Duration::from_millis(1));
         }
         let calls = std::sync::Mutex::new(Vec::new());
@@ -108,10 +105,7 @@ fn a_pool_reports_its_helpers_asleep_only_while_every_worker_sleeps() {
     // Idle, the worker falls asleep once its poll window runs out.
     let idle = std::time::Instant::now();
     while !pool.helpers_asleep() {
-        assert!(
-            idle.elapsed() < Duration::from_secs(10),
-            "the worker never slept"
-        );
+        assert!(idle.elapsed() < hang_limit(), "the worker never slept");
         std::thread::sleep(Duration::from_millis(1));
     }
     // Running a job, it is awake.
@@ -288,14 +282,21 @@ fn the_last_handle_dropped_on_a_worker_does_not_join_that_worker() {
     was_dropped.recv().unwrap();
 }
 
-/// Runs `f` on its own thread and fails (instead of hanging) if it has not returned in time.
-fn within_seconds<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+/// How long a test waits before it calls the machinery hung: 10 s, six times that under
+/// miri, whose interpreter may share the machine's cores with another test process.
+fn hang_limit() -> Duration {
+    Duration::from_secs(if cfg!(miri) { 60 } else { 10 })
+}
+
+/// Runs `f` on its own thread and fails (instead of hanging) if it has not returned within
+/// [`hang_limit`].
+fn within_hang_limit<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (done, result) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = done.send(f());
     });
     result
-        .recv_timeout(std::time::Duration::from_secs(seconds))
+        .recv_timeout(hang_limit())
         .expect("did not return in time: the region machinery hung")
 }
 
@@ -336,7 +337,7 @@ fn run_region(
 fn a_machinery_panic_on_the_caller_still_waits_for_claimed_chunks_and_unwinds() {
     // No helpers run (the pool is inline): the caller runs chunk 0, then the fault hits
     // chunk 1 outside the body's catch; chunks 2 and 3 are skipped and the panic unwinds.
-    let (calls, outcome) = within_seconds(10, || {
+    let (calls, outcome) = within_hang_limit(|| {
         let pool = dedicated(1).unwrap();
         let chunks = Chunks::new(4, 1, 4);
         let calls = std::sync::Mutex::new(Vec::new());
@@ -367,7 +368,7 @@ fn a_machinery_panic_on_the_caller_still_waits_for_claimed_chunks_and_unwinds() 
 fn a_machinery_panic_on_a_helper_is_resumed_on_the_caller_and_the_helper_thread_lives() {
     // The helper runs to the end inside `offer`, before the caller's first chunk, so it is
     // the one that claims chunk 1 and hits the fault; it skips chunks 2..4 and returns.
-    let (calls, outcome, helper) = within_seconds(10, || {
+    let (calls, outcome, helper) = within_hang_limit(|| {
         let chunks = Chunks::new(4, 1, 4);
         let calls = std::sync::Mutex::new(Vec::new());
         let body = |start: usize, end: usize| calls.lock().unwrap().push((start, end));
@@ -398,7 +399,7 @@ fn a_machinery_panic_on_a_helper_is_resumed_on_the_caller_and_the_helper_thread_
 fn a_machinery_panic_anywhere_leaves_the_pool_whole() {
     let pool = dedicated(3).unwrap();
     for fault in 0..3 {
-        let (calls, outcome) = within_seconds(10, {
+        let (calls, outcome) = within_hang_limit({
             let pool = pool.clone();
             move || {
                 let (calls, payload) =
@@ -422,11 +423,7 @@ fn a_machinery_panic_anywhere_leaves_the_pool_whole() {
             on_worker(&pool, move || alive.send(worker).unwrap());
         }
         let mut answers: Vec<usize> = (0..2)
-            .map(|_| {
-                answered
-                    .recv_timeout(std::time::Duration::from_secs(10))
-                    .unwrap()
-            })
+            .map(|_| answered.recv_timeout(hang_limit()).unwrap())
             .collect();
         answers.sort_unstable();
         assert_eq!(answers, [0, 1]);
@@ -441,7 +438,7 @@ fn a_worker_survives_a_job_that_panics() {
     on_worker(&pool, || std::panic::panic_any(3usize));
     let (ran, done) = mpsc::channel();
     on_worker(&pool, move || ran.send(()).unwrap());
-    done.recv_timeout(std::time::Duration::from_secs(10))
+    done.recv_timeout(hang_limit())
         .expect("the only worker died with the panicking job");
 }
 
