@@ -555,44 +555,27 @@ pub(crate) struct F16;
 /// `BF16` rows of whole groups of 32: each bfloat16 widened.
 pub(crate) struct BF16;
 
-impl WideBlock for F32 {
-    const LEN: usize = 32;
-    const BYTES: usize = 128;
-    type Scales = ();
-    #[inline(always)]
-    unsafe fn scales(_: &[u8]) {}
-    #[inline(always)]
-    unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
-        // SAFETY: the caller runs with `W`'s features.
-        unsafe { (W::f32s(at(b, 0)), W::f32s(at(b, 64))) }
-    }
+/// A float type's `WideBlock`: 32 values of `$bytes` bytes each, no scales, each half of
+/// sixteen widened by `Wide16::$widen` (the same for every float type: one macro).
+macro_rules! float_block {
+    ($ty:ident, $bytes:literal, $widen:ident) => {
+        impl WideBlock for $ty {
+            const LEN: usize = 32;
+            const BYTES: usize = 32 * $bytes;
+            type Scales = ();
+            #[inline(always)]
+            unsafe fn scales(_: &[u8]) {}
+            #[inline(always)]
+            unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
+                // SAFETY: the caller runs with `W`'s features (and F16C).
+                unsafe { (W::$widen(at(b, 0)), W::$widen(at(b, 16 * $bytes))) }
+            }
+        }
+    };
 }
-
-impl WideBlock for F16 {
-    const LEN: usize = 32;
-    const BYTES: usize = 64;
-    type Scales = ();
-    #[inline(always)]
-    unsafe fn scales(_: &[u8]) {}
-    #[inline(always)]
-    unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
-        // SAFETY: the caller runs with `W`'s features and F16C.
-        unsafe { (W::f16s(at(b, 0)), W::f16s(at(b, 32))) }
-    }
-}
-
-impl WideBlock for BF16 {
-    const LEN: usize = 32;
-    const BYTES: usize = 64;
-    type Scales = ();
-    #[inline(always)]
-    unsafe fn scales(_: &[u8]) {}
-    #[inline(always)]
-    unsafe fn group<W: Wide16>(b: &[u8], _: &(), _: usize) -> (W::F, W::F) {
-        // SAFETY: the caller runs with `W`'s features.
-        unsafe { (W::bf16s(at(b, 0)), W::bf16s(at(b, 32))) }
-    }
-}
+float_block!(F32, 4, f32s);
+float_block!(F16, 2, f16s);
+float_block!(BF16, 2, bf16s);
 
 impl WideBlock for Q8_0 {
     const LEN: usize = BlockQ8_0::LEN;
