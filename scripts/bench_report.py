@@ -696,6 +696,19 @@ class Page:
             rows.append(row)
         self.table(["T", "compiled, generic", "compiled, host", "eager f32", "eager Q4_1",
                     "llama.cpp F32", "llama.cpp Q4_1"], rows)
+        hashes = {(label, schedule): {r["logits_bits_hash"] for r in d["runs"]}
+                  for label in meta["files"] for schedule in ("sequential", "hardware")
+                  if (d := self.model_json(label, schedule, "exact", "compiled"))}
+        if len(hashes) > 1:
+            runs = ", ".join(f"{label} under {'`Sequential`' if sch == 'sequential' else '`hardware()`'}"
+                             for label, sch in hashes)
+            same = len(set().union(*hashes.values())) == 1
+            why = (" exact mode computes the f32 product of the decoded weights, whichever file "
+                   "holds them." if len({label for label, _ in hashes}) > 1 else "")
+            self.w(f"The eager runs ({runs}) ended with "
+                   + (f"the same logits bits (hash `{next(iter(hashes.values())).pop()}`)" + (f":{why}" if why else ".")
+                      if same else "different logits bits: "
+                      + ", ".join(f"{k[0]} {k[1]} {sorted(v)}" for k, v in hashes.items())), "")
 
     def render(self):
         self.intro()
