@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target in fuzz/ for SECONDS each (default 60), one after the other,
+# Runs every cargo-fuzz target in fuzz/ for SECONDS each (default 60), two at a time,
 # and prints one summary line per target. Exits non-zero when any target crashes, leaks,
 # times out or runs out of memory; the input that did it is named in the output
 # (fuzz/artifacts/<target>/...). Replay one with
@@ -28,20 +28,19 @@ fi
 fuzz=(cargo "+$PINNED_NIGHTLY" fuzz)
 "${fuzz[@]}" build -a
 
-status=0
-for target in $("${fuzz[@]}" list); do
-  corpus="fuzz/corpus/$target"
+# run_target TARGET: one target for SECONDS; its summary line (and, on failure, what failed
+# and the input) into fuzz/artifacts/TARGET/summary; non-zero if it failed.
+run_target() {
+  local target=$1 corpus="fuzz/corpus/$1" log="fuzz/artifacts/$1/last-run.log" result
+  local summary="fuzz/artifacts/$1/summary" seeds=() last execs cov ft rate
   mkdir -p "$corpus" "fuzz/artifacts/$target"
-  log="fuzz/artifacts/$target/last-run.log"
   # New inputs go to the first corpus directory; the regressions are read as seeds.
-  seeds=()
   [ -d "fuzz/regressions/$target" ] && seeds+=("fuzz/regressions/$target")
   if "${fuzz[@]}" run -a "$target" "$corpus" "${seeds[@]}" -- \
       -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 "${seed_args[@]}" >"$log" 2>&1; then
     result=ok
   else
     result=FAILED
-    status=1
   fi
   # libFuzzer's last status line: "#<execs> DONE cov: <N> ft: <N> ... exec/s: <N> ...".
   last="$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)"
@@ -49,12 +48,35 @@ for target in $("${fuzz[@]}" list); do
   cov="$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")"
   ft="$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")"
   rate="$(sed -nE 's/.* exec\/s: ([0-9]+).*/\1/p' <<<"$last")"
-  echo "fuzz $target: ${execs:-?} execs (${rate:-?}/s), cov ${cov:-?}, ft ${ft:-?}: $result"
+  echo "fuzz $target: ${execs:-?} execs (${rate:-?}/s), cov ${cov:-?}, ft ${ft:-?}: $result" >"$summary"
   if [ "$result" = FAILED ]; then
-    grep -E "panicked at|^[a-z].*(failed|overflow|by zero|out of bounds)|ERROR: |SUMMARY: " "$log" |
-      head -n 12 || true
-    sed -nE "s|.*Test unit written to ($PWD/)?(.*)$|  crashing input: \2|p" "$log" | sort -u
-    echo "  full log: $log"
+    {
+      grep -E "panicked at|^[a-z].*(failed|overflow|by zero|out of bounds)|ERROR: |SUMMARY: " "$log" |
+        head -n 12 || true
+      sed -nE "s|.*Test unit written to ($PWD/)?(.*)$|  crashing input: \2|p" "$log" | sort -u
+      echo "  full log: $log"
+    } >>"$summary"
+    return 1
   fi
+}
+
+# libFuzzer runs a target on one thread: two targets run at a time, one per core of a 2-core
+# machine, each for its full SECONDS.
+status=0
+targets=($("${fuzz[@]}" list))
+running=()
+for target in "${targets[@]}"; do
+  run_target "$target" &
+  running+=($!)
+  if [ "${#running[@]}" -ge 2 ]; then
+    wait "${running[0]}" || status=1
+    running=("${running[@]:1}")
+  fi
+done
+for pid in "${running[@]}"; do
+  wait "$pid" || status=1
+done
+for target in "${targets[@]}"; do
+  cat "fuzz/artifacts/$target/summary"
 done
 exit "$status"
