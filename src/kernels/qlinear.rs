@@ -13,7 +13,7 @@ use super::config::KernelConfig;
 use super::decoder::DECODER_PARALLEL_MIN_WORK;
 use super::error::scratch;
 pub(crate) use super::loops::qdot::QScratch;
-use super::loops::qdot::{Q8Act, Q8Rows, Q8Side, QDot, QRows};
+use super::loops::qdot::{KLanes, Q8Act, Q8Rows, Q8Side, QDot, QRows};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::quant::{
@@ -580,7 +580,7 @@ fn run_q8<W: QDot>(
         op: OP,
         elements: usize::MAX,
     })?;
-    let (acts, side) = W::Act::buffers(scratch);
+    let (acts, side, lanes) = W::Act::buffers(scratch);
     acts.clear();
     side.clear();
     // Nothing is allocated where the buffers already hold `total` blocks.
@@ -596,13 +596,20 @@ fn run_q8<W: QDot>(
         quantize(x, a)?;
     }
     side.extend(acts.iter().map(Q8Side::of));
-    let (acts, side) = (&*acts, &*side);
+    if !KLanes::fill(W::acts(acts), lanes) {
+        return Err(KernelError::Scratch {
+            op: OP,
+            elements: total,
+        });
+    }
+    let (acts, side, lanes) = (&*acts, &*side, &*lanes);
     let kernel = config.kernels().q8;
     run.run(dest, ws, &|i, cols, values| {
         let w = &ws[i];
         let rows = Q8Rows {
             acts: W::acts(acts),
             side,
+            lanes,
             w: w.bytes,
             row_bytes: w.row_bytes,
             blocks: per_row,

@@ -56,9 +56,17 @@ pub(crate) trait Q8Act: Copy + Send + Sync + Default {
     fn qsum(&self) -> i32 {
         0
     }
-    /// This format's buffer in `s`, and the side values'.
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>);
+    /// This format's buffer in `s`, the side values' and the K-quant lanes'.
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self>;
 }
+
+/// An activation format's buffers in a [`QScratch`]: its blocks, their [`Q8Side`]s and (the
+/// K-quants on x86) their [`KLanes`].
+pub(crate) type Buffers<'s, A> = (
+    &'s mut alloc::vec::Vec<A>,
+    &'s mut alloc::vec::Vec<Q8Side>,
+    &'s mut alloc::vec::Vec<KLanes>,
+);
 
 /// The buffers a q8-mode product quantizes its activations into, kept by a caller that runs
 /// products back to back (a decoder's step) so that, once grown, they are reused instead of
@@ -69,14 +77,15 @@ pub(crate) struct QScratch {
     q8_1: alloc::vec::Vec<BlockQ8_1>,
     q8_k: alloc::vec::Vec<BlockQ8_K>,
     side: alloc::vec::Vec<Q8Side>,
+    lanes: alloc::vec::Vec<KLanes>,
 }
 
 impl Q8Act for BlockQ8_0 {
     fn scale(&self) -> f32 {
         f16_to_f32(self.d)
     }
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
-        (&mut s.q8_0, &mut s.side)
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
+        (&mut s.q8_0, &mut s.side, &mut s.lanes)
     }
     fn qsum(&self) -> i32 {
         self.qs.iter().map(|&q| q as i32).sum()
@@ -87,8 +96,8 @@ impl Q8Act for BlockQ8_1 {
     fn scale(&self) -> f32 {
         f16_to_f32(self.d)
     }
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
-        (&mut s.q8_1, &mut s.side)
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
+        (&mut s.q8_1, &mut s.side, &mut s.lanes)
     }
     fn min(&self) -> f32 {
         f16_to_f32(self.s)
@@ -102,8 +111,8 @@ impl Q8Act for BlockQ8_K {
     fn scale(&self) -> f32 {
         self.d
     }
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
-        (&mut s.q8_k, &mut s.side)
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
+        (&mut s.q8_k, &mut s.side, &mut s.lanes)
     }
 }
 
@@ -127,6 +136,45 @@ impl Q8Side {
             min: a.min(),
             qsum: a.qsum(),
         }
+    }
+}
+
+/// A `Q8_K` activation block's quants rearranged once per call for the x86 K-quant loops
+/// (`qdot8k_x86`), so that each four bytes hold values of one integer lane: byte
+/// `64c + 32h + 4s + t` is value `64c + 16h + s + 8·(t & 1) + 32·(t >> 1)` (lane `s`), its
+/// bits flipped by `flip` (`0x80` gives `q + 128` as an unsigned byte).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(32))]
+pub(crate) struct KLanes(pub [u8; 256]);
+
+impl KLanes {
+    /// The block `a`'s quants in the lane order, each byte xor `flip`.
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
+    pub(crate) fn of(a: &BlockQ8_K, flip: u8) -> Self {
+        Self(core::array::from_fn(|i| {
+            let (c, h, s, t) = (i / 64, i / 32 % 2, i / 4 % 8, i % 4);
+            a.qs[64 * c + 16 * h + s + 8 * (t & 1) + 32 * (t >> 1)] as u8 ^ flip
+        }))
+    }
+
+    /// Fills `out` with the lanes of `acts` where a K-quant loop on this target reads them
+    /// (`Q4_K` signed, `Q6_K` as `q + 128`); leaves it empty otherwise. `false` where `out`
+    /// could not grow.
+    pub(crate) fn fill(acts: Q8Acts<'_>, out: &mut alloc::vec::Vec<KLanes>) -> bool {
+        out.clear();
+        let (blocks, flip) = match acts {
+            Q8Acts::Q4K(a) => (a, 0),
+            Q8Acts::Q6K(a) => (a, 0x80),
+            _ => return true,
+        };
+        if !cfg!(all(target_arch = "x86_64", feature = "std")) {
+            return true;
+        }
+        if out.try_reserve_exact(blocks.len()).is_err() {
+            return false;
+        }
+        out.extend(blocks.iter().map(|a| Self::of(a, flip)));
+        true
     }
 }
 
@@ -162,6 +210,10 @@ pub(crate) struct Q8Rows<'a> {
     /// the portable one reads the blocks themselves).
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pub side: &'a [Q8Side],
+    /// Each activation block's [`KLanes`], in the same order, where the call's format has them
+    /// ([`KLanes::fill`]); empty otherwise.
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
+    pub lanes: &'a [KLanes],
     /// The weight's bytes.
     pub w: &'a [u8],
     /// Bytes per weight row.

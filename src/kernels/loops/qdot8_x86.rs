@@ -729,8 +729,8 @@ unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mu
             Q8Acts::Q5_0(a) => columns::<Q5_0, WIDE>(r, a, cols, out),
             Q8Acts::Q4_1(a) => columns::<Q4_1, WIDE>(r, a, cols, out),
             Q8Acts::Q5_1(a) => columns::<Q5_1, WIDE>(r, a, cols, out),
-            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K>(r, a, cols, out),
-            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K>(r, a, cols, out),
+            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K, WIDE>(r, a, cols, out),
+            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K, WIDE>(r, a, cols, out),
             Q8Acts::Q5K(_) => q8_portable(r, cols, out),
         }
     }
@@ -786,6 +786,7 @@ mod tests {
         let r = Q8Rows {
             acts,
             side,
+            lanes: &[],
             w,
             row_bytes,
             blocks,
