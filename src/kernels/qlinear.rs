@@ -13,7 +13,7 @@ use super::config::KernelConfig;
 use super::decoder::DECODER_PARALLEL_MIN_WORK;
 use super::error::scratch;
 pub(crate) use super::loops::qdot::QScratch;
-use super::loops::qdot::{KLanes, Q8Act, Q8Rows, Q8Side, QDot, QRows};
+use super::loops::qdot::{Q8Act, Q8Rows, Q8Side, QDot, QRows};
 use super::parallel::{parallel_chunks, parallel_chunks_grained, Work};
 use super::KernelError;
 use crate::quant::{
@@ -596,7 +596,15 @@ fn run_q8<W: QDot>(
         quantize(x, a)?;
     }
     side.extend(acts.iter().map(Q8Side::of));
-    if !KLanes::fill(W::acts(acts), lanes) {
+    // Only the x86 K-quant loops read the lanes.
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    let filled = super::loops::qdot8k_x86::fill_lanes(W::acts(acts), lanes);
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    let filled = {
+        lanes.clear();
+        true
+    };
+    if !filled {
         return Err(KernelError::Scratch {
             op: OP,
             elements: total,

@@ -140,41 +140,22 @@ impl Q8Side {
 }
 
 /// A `Q8_K` activation block's quants rearranged once per call for the x86 K-quant loops
-/// (`qdot8k_x86`), so that each four bytes hold values of one integer lane: byte
-/// `64c + 32h + 4s + t` is value `64c + 16h + s + 8·(t & 1) + 32·(t >> 1)` (lane `s`), its
-/// bits flipped by `flip` (`0x80` gives `q + 128` as an unsigned byte).
+/// (`qdot8k_x86`, which fills them), so that each four bytes hold values of one integer lane:
+/// byte `64c + 32h + 4s + t` is value `64c + 16h + s + 8·(t & 1) + 32·(t >> 1)` (lane `s`),
+/// its bits flipped by a format's `flip` (`0x80` gives `q + 128` as an unsigned byte).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C, align(32))]
 pub(crate) struct KLanes(pub [u8; 256]);
 
 impl KLanes {
-    /// The block `a`'s quants in the lane order, each byte xor `flip`.
-    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
+    /// The block `a`'s quants in the lane order, each byte xor `flip`: the definition the
+    /// vector fill is tested against.
+    #[cfg(test)]
     pub(crate) fn of(a: &BlockQ8_K, flip: u8) -> Self {
         Self(core::array::from_fn(|i| {
             let (c, h, s, t) = (i / 64, i / 32 % 2, i / 4 % 8, i % 4);
             a.qs[64 * c + 16 * h + s + 8 * (t & 1) + 32 * (t >> 1)] as u8 ^ flip
         }))
-    }
-
-    /// Fills `out` with the lanes of `acts` where a K-quant loop on this target reads them
-    /// (`Q4_K` signed, `Q6_K` as `q + 128`); leaves it empty otherwise. `false` where `out`
-    /// could not grow.
-    pub(crate) fn fill(acts: Q8Acts<'_>, out: &mut alloc::vec::Vec<KLanes>) -> bool {
-        out.clear();
-        let (blocks, flip) = match acts {
-            Q8Acts::Q4K(a) => (a, 0),
-            Q8Acts::Q6K(a) => (a, 0x80),
-            _ => return true,
-        };
-        if !cfg!(all(target_arch = "x86_64", feature = "std")) {
-            return true;
-        }
-        if out.try_reserve_exact(blocks.len()).is_err() {
-            return false;
-        }
-        out.extend(blocks.iter().map(|a| Self::of(a, flip)));
-        true
     }
 }
 
@@ -210,8 +191,8 @@ pub(crate) struct Q8Rows<'a> {
     /// the portable one reads the blocks themselves).
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pub side: &'a [Q8Side],
-    /// Each activation block's [`KLanes`], in the same order, where the call's format has them
-    /// ([`KLanes::fill`]); empty otherwise.
+    /// Each activation block's [`KLanes`], in the same order, where the call's format and CPU
+    /// have a loop that reads them; empty otherwise.
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pub lanes: &'a [KLanes],
     /// The weight's bytes.
@@ -740,6 +721,20 @@ mod tests {
         assert_eq!(a[0].qs[0], -127);
         // (1·(1/-127))·((-31)·(-127)) = 3937 / -127 = -31.
         assert_eq!(BlockQ6_K::dot_row(&w.to_le_bytes(), &a), -31.0);
+    }
+
+    #[test]
+    fn k_lanes_hold_four_values_of_one_lane_in_each_four_bytes() {
+        let mut a = BlockQ8_K::ZERO;
+        a.qs = core::array::from_fn(|e| e as u8 as i8);
+        let lanes = KLanes::of(&a, 0x80);
+        assert_eq!(
+            lanes.0[..8],
+            [0x80, 0x88, 0xa0, 0xa8, 0x81, 0x89, 0xa1, 0xa9]
+        );
+        assert_eq!(lanes.0[32..36], [0x90, 0x98, 0xb0, 0xb8]);
+        // The last four: values 215, 223, 247, 255 (lane 7 of the last piece's second half).
+        assert_eq!(lanes.0[252..], [0x57, 0x5f, 0x77, 0x7f]);
     }
 
     #[test]

@@ -471,7 +471,7 @@ unsafe fn dots<B: Small, const G: usize>(
 
 /// Lane `c` of the result is `Σ v[c]`: eight columns' block dots reduced at once.
 #[inline(always)]
-unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
+pub(super) unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
     // SAFETY: register-only; AVX2 per the caller.
     unsafe {
         let ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));

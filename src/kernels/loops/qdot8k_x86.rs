@@ -30,12 +30,14 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::qdot::{q8_portable, KLanes, Q8Rows};
+use super::qdot::{q8_portable, KLanes, Q8Acts, Q8Rows};
+use super::qdot8_x86::hsum8;
 use crate::quant::{f16_to_f32, BlockQ8_K};
 
 /// Activation rows one pass over a weight row serves: each weight block is rearranged once per
 /// pass, and the rows' running sums stay on the stack.
 const ROWS: usize = 16;
+const _: () = assert!(ROWS.is_multiple_of(8), "the minima go eight rows to a vector");
 
 /// One weight block in the activations' lane order ([`KLanes`]), with what its dots with every
 /// activation row share.
@@ -63,9 +65,10 @@ pub(crate) trait KQuant {
     /// Whether the format has minima (`sum −= (dminw·da)·Σ bsums·min` per block).
     const MINS: bool;
     /// Whether the activation lanes are `a + 128` (the unsigned side of `vpmaddubsw`, the
-    /// quants signed) rather than `a` (the signed side, the quants unsigned), as
-    /// [`KLanes::fill`] stores them for the format.
+    /// quants signed) rather than `a` (the signed side, the quants unsigned).
     const SHIFTED: bool;
+    /// The bits [`fill_lanes`] flips in the format's activations.
+    const FLIP: u8 = if Self::SHIFTED { 0x80 } else { 0 };
     /// The block `b` (at least [`BYTES`](Self::BYTES) bytes) rearranged.
     unsafe fn prep(b: &[u8]) -> Prepped;
 }
@@ -104,10 +107,60 @@ unsafe fn interleave(x: __m256i, y: __m256i) -> [__m256i; 2] {
     }
 }
 
-/// Two i16 scales `lo`, `hi` as one i32, for `vpmaddwd`.
+/// Fills `out` with the [`KLanes`] of `acts` where this CPU runs a loop that reads them (the
+/// K-quants with AVX2: `Q4_K`'s signed, `Q6_K`'s as `a + 128`), else leaves it empty. `false`
+/// where `out` could not grow.
+pub(crate) fn fill_lanes(acts: Q8Acts<'_>, out: &mut Vec<KLanes>) -> bool {
+    out.clear();
+    let (acts, flip) = match acts {
+        Q8Acts::Q4K(a) => (a, Q4K::FLIP),
+        Q8Acts::Q6K(a) => (a, Q6K::FLIP),
+        _ => return true,
+    };
+    if !std::is_x86_feature_detected!("avx2") {
+        return true;
+    }
+    if out.try_reserve_exact(acts.len()).is_err() {
+        return false;
+    }
+    // SAFETY: the CPU has AVX2, as checked.
+    unsafe { lanes_avx2(acts, flip, out) };
+    true
+}
+
+/// [`KLanes::of`] of each block of `acts`, pushed to `out`: each piece of 64 values
+/// rearranged as a weight's are ([`interleave`]).
+#[target_feature(enable = "avx2")]
+unsafe fn lanes_avx2(acts: &[BlockQ8_K], flip: u8, out: &mut Vec<KLanes>) {
+    let (order, flip) = (pair_order(), _mm256_set1_epi8(flip as i8));
+    for a in acts {
+        let mut l = KLanes([0; 256]);
+        let (q, o) = (a.qs.as_ptr() as *const u8, l.0.as_mut_ptr() as *mut __m256i);
+        for c in 0..4 {
+            // SAFETY: `q` is 256 bytes and `o` 256 bytes aligned to 32; the rest is
+            // register-only with AVX2.
+            unsafe {
+                let halves = interleave(
+                    ordered(q.add(64 * c), order),
+                    ordered(q.add(64 * c + 32), order),
+                );
+                _mm256_store_si256(o.add(2 * c), _mm256_xor_si256(halves[0], flip));
+                _mm256_store_si256(o.add(2 * c + 1), _mm256_xor_si256(halves[1], flip));
+            }
+        }
+        out.push(l);
+    }
+}
+
+/// Sixteen i16 as eight pairs, pair `k` in every i32 of `out[k]`.
 #[inline(always)]
-fn pair(lo: i16, hi: i16) -> i32 {
-    (lo as u16 as u32 | (hi as u16 as u32) << 16) as i32
+unsafe fn broadcast_pairs(v: __m256i) -> [__m256i; 8] {
+    let mut out = [v; 8];
+    for (k, o) in out.iter_mut().enumerate() {
+        // SAFETY: register-only; AVX2 per the caller.
+        *o = unsafe { _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(k as i32)) };
+    }
+    out
 }
 
 /// An f16 at `b[at..at + 2]`, widened.
@@ -139,11 +192,13 @@ impl KQuant for Q4K {
     unsafe fn prep(b: &[u8]) -> Prepped {
         debug_assert!(b.len() >= Self::BYTES);
         let (scales, mins) = k4_scales(&b[4..16]);
-        let scale = |j: usize| (scales >> (8 * j)) as u8 as i16;
         // SAFETY: `b` is a block (its 128 quant bytes from 16); the rest is register-only with
         // AVX2 per the caller.
         unsafe {
             let (order, low) = (pair_order(), _mm256_set1_epi8(0x0f));
+            // Pair c: the scales of sub-blocks 2c and 2c + 1.
+            let pairs = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
+            let pairs = broadcast_pairs(_mm256_castsi128_si256(pairs));
             let mut w = [[_mm256_setzero_si256(); 2]; 4];
             let mut s = w;
             for c in 0..4 {
@@ -153,8 +208,7 @@ impl KQuant for Q4K {
                     _mm256_and_si256(bytes, low),
                     _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), low),
                 );
-                let sc = _mm256_set1_epi32(pair(scale(2 * c), scale(2 * c + 1)));
-                s[c] = [sc, sc];
+                s[c] = [pairs[c], pairs[c]];
             }
             let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
             Prepped {
@@ -179,7 +233,6 @@ impl KQuant for Q6K {
     #[inline(always)]
     unsafe fn prep(b: &[u8]) -> Prepped {
         debug_assert!(b.len() >= Self::BYTES);
-        let scale = |j: usize| b[192 + j] as i8 as i16;
         // SAFETY: `b` is a block (`ql` at 0, `qh` at 128, the scales at 192); the rest is
         // register-only with AVX2 per the caller.
         unsafe {
@@ -219,12 +272,17 @@ impl KQuant for Q6K {
                 w[2 * h] = interleave(v[0], v[1]);
                 w[2 * h + 1] = interleave(v[2], v[3]);
             }
-            // Piece c's values 64c + 16h + p (scale 4c + h) and 64c + 32 + 16h + p (4c + 2 + h).
+            // Piece c's values 64c + 16h + p (scale 4c + h) and 64c + 32 + 16h + p (4c + 2 + h):
+            // pair 2c + h of the scales in the order 0, 2, 1, 3 within each four.
+            let scales = _mm_loadu_si128(p.add(192) as *const __m128i);
+            let scales = _mm_shuffle_epi8(
+                scales,
+                _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15),
+            );
+            let pairs = broadcast_pairs(_mm256_cvtepi8_epi16(scales));
             let mut s = [[_mm256_setzero_si256(); 2]; 4];
             for (c, s) in s.iter_mut().enumerate() {
-                for (h, s) in s.iter_mut().enumerate() {
-                    *s = _mm256_set1_epi32(pair(scale(4 * c + h), scale(4 * c + 2 + h)));
-                }
+                *s = [pairs[2 * c], pairs[2 * c + 1]];
             }
             let (shift, mut sum) = (_mm256_set1_epi8(-128), _mm256_setzero_si256());
             for (w, s) in w.iter().zip(&s) {
@@ -281,11 +339,36 @@ unsafe fn ints<K: KQuant, const VNNI: bool>(p: &Prepped, a: &KLanes) -> __m256i 
 unsafe fn mins_sum(p: &Prepped, a: &BlockQ8_K) -> i32 {
     // SAFETY: `bsums` is sixteen i16; the rest is register-only with AVX2 per the caller.
     unsafe {
-        let b = _mm256_loadu_si256(a.bsums.as_ptr() as *const __m256i);
-        let v = _mm256_madd_epi16(b, p.mins);
+        let v = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), p.mins);
         let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
         let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
         _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)))
+    }
+}
+
+/// The minima's step of the eight rows from `row` at once, lane `t` for row `row + t`:
+/// `sums −= (dminw·da)·Σ bsums·min` with block `b` of each row (`blocks` a row in `acts`).
+#[inline(always)]
+unsafe fn mins_step8(
+    p: &Prepped,
+    acts: &[BlockQ8_K],
+    blocks: usize,
+    b: usize,
+    row: usize,
+    sums: __m256,
+) -> __m256 {
+    let a: [&BlockQ8_K; 8] = core::array::from_fn(|t| &acts[(row + t) * blocks + b]);
+    // SAFETY: each `bsums` is sixteen i16; the rest is register-only with AVX2 per the caller.
+    unsafe {
+        let mut v = [_mm256_setzero_si256(); 8];
+        for (v, a) in v.iter_mut().zip(a) {
+            *v = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), p.mins);
+        }
+        let da = _mm256_setr_ps(
+            a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d,
+        );
+        let dm = _mm256_mul_ps(_mm256_set1_ps(p.dmin), da);
+        _mm256_sub_ps(sums, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(hsum8(v))))
     }
 }
 
@@ -317,19 +400,30 @@ unsafe fn pass<K: KQuant, const VNNI: bool>(
     // `w[at..]` is one block; the activations are read through bounds checks.
     unsafe {
         let mut sums = [_mm256_setzero_ps(); ROWS];
+        // The minima's sums: whole eights of rows in vectors, the rest one by one.
+        let eights = rows.len() / 8;
+        let mut mins8 = [_mm256_setzero_ps(); ROWS / 8];
         let mut mins = [0.0f32; ROWS];
         for (b, wb) in w.chunks_exact(K::BYTES).enumerate() {
             let p = K::prep(wb);
             for (g, row) in rows.clone().enumerate() {
                 let i = row * blocks + b;
-                let (a, l) = (&acts[i], &lanes[i]);
-                let ints = _mm256_cvtepi32_ps(ints::<K, VNNI>(&p, l));
-                let dd = _mm256_set1_ps(p.d * a.d);
+                let ints = _mm256_cvtepi32_ps(ints::<K, VNNI>(&p, &lanes[i]));
+                let dd = _mm256_set1_ps(p.d * acts[i].d);
                 sums[g] = _mm256_add_ps(sums[g], _mm256_mul_ps(dd, ints));
-                if K::MINS {
+            }
+            if K::MINS {
+                for (k, m) in mins8.iter_mut().take(eights).enumerate() {
+                    *m = mins_step8(&p, acts, blocks, b, rows.start + 8 * k, *m);
+                }
+                for (g, row) in rows.clone().enumerate().skip(8 * eights) {
+                    let a = &acts[row * blocks + b];
                     mins[g] -= (p.dmin * a.d) * mins_sum(&p, a) as f32;
                 }
             }
+        }
+        for (m, v) in mins.chunks_exact_mut(8).zip(mins8).take(eights) {
+            _mm256_storeu_ps(m.as_mut_ptr(), v);
         }
         for ((o, &s), &m) in out.iter_mut().zip(&sums).zip(&mins) {
             *o = finish(m, s);
@@ -423,7 +517,7 @@ mod tests {
         } else {
             Q8Acts::Q6K(acts)
         };
-        assert!(KLanes::fill(acts, lanes));
+        assert!(fill_lanes(acts, lanes));
         Q8Rows {
             acts,
             side,
@@ -529,6 +623,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_lanes_filled_are_the_defined_ones() {
+        if !supported() {
+            return;
+        }
+        let raw = noise(3 * 256, 11);
+        let acts: Vec<BlockQ8_K> = raw
+            .chunks_exact(256)
+            .map(|b| BlockQ8_K {
+                d: 1.0,
+                qs: core::array::from_fn(|i| b[i] as i8),
+                bsums: [0; 16],
+            })
+            .collect();
+        for (acts_of, flip) in [(Q8Acts::Q4K as fn(_) -> _, 0), (Q8Acts::Q6K, 0x80)] {
+            let mut lanes = Vec::new();
+            assert!(fill_lanes(acts_of(&acts), &mut lanes));
+            let want: Vec<KLanes> = acts.iter().map(|a| KLanes::of(a, flip)).collect();
+            assert_eq!(lanes, want);
+        }
+        let mut lanes = vec![KLanes([0; 256])];
+        assert!(fill_lanes(Q8Acts::Q8_0(&[]), &mut lanes));
+        assert!(lanes.is_empty());
     }
 
     #[test]
