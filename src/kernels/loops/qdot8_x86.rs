@@ -23,8 +23,8 @@
 //! order, block after block; so every output has the portable bits. The weights two chunks of
 //! eight rows on are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on
 //! decode). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
-//! integer dots reduced at once and the float step in scalar code. The K-quants still take the
-//! portable loop.
+//! integer dots reduced at once and the float step in scalar code. `Q4_K` and `Q6_K` take
+//! `qdot8k_x86` (its lanes ask for a layout of their own), `Q5_K` the portable loop.
 
 use core::arch::x86_64::*;
 use core::ops::Range;
@@ -729,8 +729,8 @@ unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mu
             Q8Acts::Q5_0(a) => columns::<Q5_0, WIDE>(r, a, cols, out),
             Q8Acts::Q4_1(a) => columns::<Q4_1, WIDE>(r, a, cols, out),
             Q8Acts::Q5_1(a) => columns::<Q5_1, WIDE>(r, a, cols, out),
-            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K, WIDE>(r, a, cols, out),
-            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K, WIDE>(r, a, cols, out),
+            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K>(r, a, cols, out),
+            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K>(r, a, cols, out),
             Q8Acts::Q5K(_) => q8_portable(r, cols, out),
         }
     }

@@ -1,5 +1,5 @@
-//! The q8 mode's K-quant dots (`Q4_K`, `Q6_K` against `Q8_K`) on AVX2 and AVX-512 VNNI, with
-//! the portable bits.
+//! The q8 mode's K-quant dots (`Q4_K`, `Q6_K` against `Q8_K`) on AVX2, with the portable bits.
+//! The AVX-512 variant runs them too.
 //!
 //! The portable order (`qdot.rs`) keeps eight integer lanes per block, value `e` in lane
 //! `e % 8`, each term `scale · q · a`, then steps eight float lanes `lanes[l] += (dw·da)·ints[l]`
@@ -7,23 +7,29 @@
 //! `lanes[7]`. The lanes' integers are exact in any order, so they are free to take the
 //! multiply-add instructions, provided that every i32 they leave gathers values of one lane:
 //!
-//! * **The lane order.** `vpmaddubsw` sums the products of two adjacent bytes, `vpmaddwd` (or
-//!   VNNI's `vpdpwssd`, which adds too) two adjacent i16 pairs, so an i32 holds the four values
-//!   of its four bytes. The activations are rearranged once per call ([`KLanes`]) so that the
-//!   four bytes of i32 `s` of each 32-byte half hold values `s`, `s + 8` of one piece of 32
-//!   values and `s`, `s + 8` of the next (the four bytes of one lane, of two scales); a weight
-//!   block is rearranged to match (`vpshufb`, `vpunpck*wd`, `vperm2i128`), and the eight i32
-//!   of every product are then the eight lanes in order, with no reduction.
+//! * **The lane order.** `vpmaddubsw` sums the products of two adjacent bytes, `vpmaddwd` two
+//!   adjacent i16 pairs, so an i32 holds the values of its four bytes. The activations are rearranged once per call ([`KLanes`], filled here in
+//!   AVX2) so that the four bytes of i32 `s` of each 32-byte half hold values `s`, `s + 8` of
+//!   one piece of 32 values and `s`, `s + 8` of the next: one lane, two scales (the i16 pair
+//!   of `vpmaddwd`). A weight block is rearranged the same way (`vpshufb`, `vpunpck*wd`,
+//!   `vperm2i128`), so the eight i32 of every product are the eight lanes in order and need
+//!   no reduction. A byte-granular permute across halves could gather four values of one
+//!   scale instead, but AVX2 has none.
 //! * **The signs.** `vpmaddubsw` takes one side unsigned. `Q4_K`'s quants (`0..16`) are that
 //!   side; `Q6_K`'s (`−32..32`) are signed, so its activations are stored as `a + 128`
-//!   (unsigned for every byte, −128 included) and each block's lanes start from
-//!   `−128 · Σ scale·q`, computed with the block. No pair saturates: `2·15·128` and
-//!   `2·255·32` are below 2^15.
-//! * **The rows.** A weight block is rearranged once and then dotted with up to [`ROWS`]
-//!   activation rows (prefill's many rows pay for it once), each row's float lanes and minima
-//!   sum kept aside and stepped block after block with the portable operations in the portable
-//!   order; every output has the portable bits. Decode (one row) pays the rearrangement per
-//!   block, still well below the multiplies it replaces.
+//!   (unsigned for every byte, −128 included, where llama.cpp's sign trick is not exact) and
+//!   each block's lanes start from `−128 · Σ scale·q`, computed once with the block. No pair
+//!   saturates: `2·15·128` and `2·255·32` are below 2^15.
+//! * **The rows.** A weight block is rearranged once and dotted with up to [`ROWS`]
+//!   activation rows (prefill's many rows share it), each row's float lanes stepped block
+//!   after block with the portable operations in the portable order; `Q4_K`'s minima are
+//!   reduced eight rows at a time (`vphaddd`) and stepped in a vector, lane by lane as the
+//!   portable scalar. Every output has the portable bits. One row (decode) pays the
+//!   rearrangement per block, still below the multiplies it replaces.
+//!
+//! VNNI's `vpdpwssd` (the `vpmaddwd` and its add in one) measured no faster on Zen 4, where the
+//! multiplies' two pipes bound the loop either way, and miri cannot run it; so the AVX-512
+//! variant takes this loop as it is.
 //!
 //! `Q5_K` still takes the portable loop.
 
@@ -37,7 +43,8 @@ use crate::quant::{f16_to_f32, BlockQ8_K};
 /// Activation rows one pass over a weight row serves: each weight block is rearranged once per
 /// pass, and the rows' running sums stay on the stack.
 const ROWS: usize = 16;
-const _: () = assert!(ROWS.is_multiple_of(8), "the minima go eight rows to a vector");
+// The minima go eight rows to a vector.
+const _: () = assert!(ROWS.is_multiple_of(8));
 
 /// One weight block in the activations' lane order ([`KLanes`]), with what its dots with every
 /// activation row share.
@@ -304,12 +311,11 @@ impl KQuant for Q6K {
 }
 
 /// The eight integer lanes of the block `p` against the activation block's lanes `a`:
-/// `vpmaddubsw`, then `vpmaddwd` and an add, or (`VNNI`: AVX-512 VNNI and VL per the caller)
-/// `vpdpwssd`.
+/// `vpmaddubsw`, then `vpmaddwd` and an add.
 #[inline(always)]
-unsafe fn ints<K: KQuant, const VNNI: bool>(p: &Prepped, a: &KLanes) -> __m256i {
+unsafe fn ints<K: KQuant>(p: &Prepped, a: &KLanes) -> __m256i {
     // SAFETY: `a` is 256 bytes aligned to 32 (`KLanes`); the rest is register-only with AVX2
-    // (and the VNNI features with `VNNI`) per the caller.
+    // per the caller.
     unsafe {
         let a = a.0.as_ptr() as *const __m256i;
         // Two chains, one per half, for the latency of the multiply-adds.
@@ -323,11 +329,7 @@ unsafe fn ints<K: KQuant, const VNNI: bool>(p: &Prepped, a: &KLanes) -> __m256i 
                 } else {
                     _mm256_maddubs_epi16(w, a)
                 };
-                *acc = if VNNI {
-                    _mm256_dpwssd_epi32(*acc, q, p.s[c][h])
-                } else {
-                    _mm256_add_epi32(*acc, _mm256_madd_epi16(q, p.s[c][h]))
-                };
+                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(q, p.s[c][h]));
             }
         }
         _mm256_add_epi32(acc[0], acc[1])
@@ -387,7 +389,7 @@ unsafe fn finish(mut sum: f32, lanes: __m256) -> f32 {
 /// The activation rows `rows` (at most [`ROWS`]) of weight row `w` (`blocks` whole blocks)
 /// into `out[g]` for row `rows.start + g`.
 #[inline(always)]
-unsafe fn pass<K: KQuant, const VNNI: bool>(
+unsafe fn pass<K: KQuant>(
     w: &[u8],
     acts: &[BlockQ8_K],
     lanes: &[KLanes],
@@ -396,7 +398,7 @@ unsafe fn pass<K: KQuant, const VNNI: bool>(
     out: &mut [f32],
 ) {
     debug_assert!(rows.len() <= ROWS && w.len() == blocks * K::BYTES);
-    // SAFETY (the block): AVX2 (and the VNNI features with `VNNI`) per the caller; each
+    // SAFETY (the block): AVX2 per the caller; each
     // `w[at..]` is one block; the activations are read through bounds checks.
     unsafe {
         let mut sums = [_mm256_setzero_ps(); ROWS];
@@ -408,7 +410,7 @@ unsafe fn pass<K: KQuant, const VNNI: bool>(
             let p = K::prep(wb);
             for (g, row) in rows.clone().enumerate() {
                 let i = row * blocks + b;
-                let ints = _mm256_cvtepi32_ps(ints::<K, VNNI>(&p, &lanes[i]));
+                let ints = _mm256_cvtepi32_ps(ints::<K>(&p, &lanes[i]));
                 let dd = _mm256_set1_ps(p.d * acts[i].d);
                 sums[g] = _mm256_add_ps(sums[g], _mm256_mul_ps(dd, ints));
             }
@@ -432,14 +434,14 @@ unsafe fn pass<K: KQuant, const VNNI: bool>(
 }
 
 /// The columns `cols` of `r` (format `K`, activations `acts`) into `out`, column-major: up to
-/// [`ROWS`] activation rows per pass over a weight row. `VNNI`: the multiply-adds in
-/// `vpdpwssd`. Operands `quant_linear` did not build (no [`KLanes`]) take the portable loop.
+/// [`ROWS`] activation rows per pass over a weight row. Operands `quant_linear` did not build
+/// (no [`KLanes`]) take the portable loop.
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2, and with `VNNI` AVX-512 VNNI and VL.
+/// The CPU must support AVX2.
 #[inline(always)]
-pub(crate) unsafe fn columns<K: KQuant, const VNNI: bool>(
+pub(crate) unsafe fn columns<K: KQuant>(
     r: &Q8Rows<'_>,
     acts: &[BlockQ8_K],
     cols: Range<usize>,
@@ -459,9 +461,9 @@ pub(crate) unsafe fn columns<K: KQuant, const VNNI: bool>(
         let rows = from..(from + ROWS).min(m);
         for (j, column) in cols.clone().zip(out.chunks_exact_mut(m)) {
             let o = &mut column[rows.clone()];
-            // SAFETY: AVX2 (and the VNNI features with `VNNI`) per the caller; row `j` is
+            // SAFETY: AVX2 per the caller; row `j` is
             // `blocks` whole blocks and the rows `rows` have theirs, as checked.
-            unsafe { pass::<K, VNNI>(r.row(j), acts, r.lanes, blocks, rows.clone(), o) };
+            unsafe { pass::<K>(r.row(j), acts, r.lanes, blocks, rows.clone(), o) };
         }
         from = rows.end;
     }
@@ -556,9 +558,9 @@ mod tests {
             // SAFETY: the CPU has AVX2, as checked.
             unsafe {
                 if ty == GgmlType::Q4_K {
-                    columns::<Q4K, false>(&r, &acts, 0..n, &mut got)
+                    columns::<Q4K>(&r, &acts, 0..n, &mut got)
                 } else {
-                    columns::<Q6K, false>(&r, &acts, 0..n, &mut got)
+                    columns::<Q6K>(&r, &acts, 0..n, &mut got)
                 }
             };
             assert_eq!(bits(&got), bits(&want), "{ty}");
@@ -576,7 +578,7 @@ mod tests {
         }
         let (blocks, n) = (2, 5);
         let ms: &[usize] = if cfg!(miri) {
-            &[1, 3, 17]
+            &[3, 17]
         } else {
             &[1, 2, 3, 5, 8, 13, 16, 17, 33]
         };
