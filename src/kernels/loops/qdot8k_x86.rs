@@ -1,37 +1,35 @@
-//! The q8 mode's K-quant dots (`Q4_K`, `Q6_K` against `Q8_K`) on AVX2, with the portable bits.
-//! The AVX-512 variant runs them too.
+//! The q8 mode's K-quant dots (`Q4_K`, `Q5_K`, `Q6_K` against `Q8_K`) on AVX2, with the
+//! portable bits. The AVX-512 variant runs them too.
 //!
 //! The portable order (`qdot.rs`) keeps eight integer lanes per block, value `e` in lane
 //! `e % 8`, each term `scale · q · a`, then steps eight float lanes `lanes[l] += (dw·da)·ints[l]`
-//! and (`Q4_K`) a scalar `sum −= (dminw·da)·Σ bsums·min`, and ends `sum += lanes[0]`, …,
-//! `lanes[7]`. The lanes' integers are exact in any order, so they are free to take the
+//! and (`Q4_K`, `Q5_K`) a scalar `sum −= (dminw·da)·Σ bsums·min`, and ends `sum += lanes[0]`,
+//! …, `lanes[7]`. The lanes' integers are exact in any order, so they are free to take the
 //! multiply-add instructions, provided that every i32 they leave gathers values of one lane:
 //!
 //! * **The lane order.** `vpmaddubsw` sums the products of two adjacent bytes, `vpmaddwd` two
-//!   adjacent i16 pairs, so an i32 holds the values of its four bytes. The activations are rearranged once per call ([`KLanes`], filled here in
-//!   AVX2) so that the four bytes of i32 `s` of each 32-byte half hold values `s`, `s + 8` of
-//!   one piece of 32 values and `s`, `s + 8` of the next: one lane, two scales (the i16 pair
-//!   of `vpmaddwd`). A weight block is rearranged the same way (`vpshufb`, `vpunpck*wd`,
-//!   `vperm2i128`), so the eight i32 of every product are the eight lanes in order and need
-//!   no reduction. A byte-granular permute across halves could gather four values of one
-//!   scale instead, but AVX2 has none.
-//! * **The signs.** `vpmaddubsw` takes one side unsigned. `Q4_K`'s quants (`0..16`) are that
-//!   side; `Q6_K`'s (`−32..32`) are signed, so its activations are stored as `a + 128`
-//!   (unsigned for every byte, −128 included, where llama.cpp's sign trick is not exact) and
-//!   each block's lanes start from `−128 · Σ scale·q`, computed once with the block. No pair
-//!   saturates: `2·15·128` and `2·255·32` are below 2^15.
+//!   adjacent i16 pairs, so an i32 holds the values of its four bytes. The activations are
+//!   rearranged once per call ([`KLanes`], filled here in AVX2) so that the four bytes of i32
+//!   `s` of each 32-byte half hold values `s`, `s + 8` of one piece of 32 values and `s`,
+//!   `s + 8` of the next: one lane, two scales (the i16 pair of `vpmaddwd`). A weight block is
+//!   rearranged the same way (`vpshufb`, `vpunpck*wd`, `vperm2i128`), so the eight i32 of
+//!   every product are the eight lanes in order and need no reduction. A byte-granular
+//!   permute across halves could gather four values of one scale instead, but AVX2 has none.
+//! * **The signs.** `vpmaddubsw` takes one side unsigned. `Q4_K`'s and `Q5_K`'s quants
+//!   (`0..16`, `0..32`) are that side; `Q6_K`'s (`−32..32`) are signed, so its activations are
+//!   stored as `a + 128` (unsigned for every byte, −128 included, where llama.cpp's sign trick
+//!   is not exact) and each block's lanes start from `−128 · Σ scale·q`, computed once with
+//!   the block. No pair saturates: `2·31·128` and `2·255·32` are below 2^15.
 //! * **The rows.** A weight block is rearranged once and dotted with up to [`ROWS`]
 //!   activation rows (prefill's many rows share it), each row's float lanes stepped block
-//!   after block with the portable operations in the portable order; `Q4_K`'s minima are
-//!   reduced eight rows at a time (`vphaddd`) and stepped in a vector, lane by lane as the
-//!   portable scalar. Every output has the portable bits. One row (decode) pays the
-//!   rearrangement per block, still below the multiplies it replaces.
+//!   after block with the portable operations in the portable order; the minima are reduced
+//!   eight rows at a time (`vphaddd`) and stepped in a vector, lane by lane as the portable
+//!   scalar. Every output has the portable bits. One row (decode) pays the rearrangement per
+//!   block, still below the multiplies it replaces.
 //!
 //! VNNI's `vpdpwssd` (the `vpmaddwd` and its add in one) measured no faster on Zen 4, where the
 //! multiplies' two pipes bound the loop either way, and miri cannot run it; so the AVX-512
 //! variant takes this loop as it is.
-//!
-//! `Q5_K` still takes the portable loop.
 
 use core::arch::x86_64::*;
 use core::ops::Range;
@@ -121,6 +119,7 @@ pub(crate) fn fill_lanes(acts: Q8Acts<'_>, out: &mut Vec<KLanes>) -> bool {
     out.clear();
     let (acts, flip) = match acts {
         Q8Acts::Q4K(a) => (a, Q4K::FLIP),
+        Q8Acts::Q5K(a) => (a, Q5K::FLIP),
         Q8Acts::Q6K(a) => (a, Q6K::FLIP),
         _ => return true,
     };
@@ -188,6 +187,59 @@ fn k4_scales(s: &[u8]) -> (u64, u64) {
     (scales, mins)
 }
 
+/// `0x10` in each byte of `fifth` whose bit `k` is set.
+#[inline(always)]
+unsafe fn fifth_bit(fifth: __m256i, k: usize) -> __m256i {
+    // SAFETY: register-only; AVX2 per the caller.
+    unsafe {
+        let m = _mm256_set1_epi8((1u8 << k) as i8);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(fifth, m), m);
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    }
+}
+
+/// A `Q4_K` or (`FIFTH`) `Q5_K` block `b` rearranged: `d`, `dmin`, twelve bytes of 6-bit
+/// scales and minima, with `FIFTH` 32 bytes of fifth bits (bits `2c`, `2c + 1` of byte `p`
+/// for values `64c + p`, `64c + 32 + p`), then 128 bytes of nibbles.
+#[inline(always)]
+unsafe fn min_prep<const FIFTH: bool>(b: &[u8]) -> Prepped {
+    let qs = if FIFTH { 48 } else { 16 };
+    debug_assert!(b.len() >= qs + 128);
+    let (scales, mins) = k4_scales(&b[4..16]);
+    // SAFETY: `b` is a block (its 128 quant bytes from `qs`, with `FIFTH` its 32 bytes of fifth
+    // bits from 16); the rest is register-only with AVX2 per the caller.
+    unsafe {
+        let (order, low) = (pair_order(), _mm256_set1_epi8(0x0f));
+        let fifth = ordered(b.as_ptr().add(16), order);
+        // Pair c: the scales of sub-blocks 2c and 2c + 1.
+        let pairs = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
+        let pairs = broadcast_pairs(_mm256_castsi128_si256(pairs));
+        let mut w = [[_mm256_setzero_si256(); 2]; 4];
+        let mut s = w;
+        for c in 0..4 {
+            let bytes = ordered(b.as_ptr().add(qs + 32 * c), order);
+            // Values 64c + p in the low nibbles (scale 2c), 64c + 32 + p in the high ones.
+            let mut x = _mm256_and_si256(bytes, low);
+            let mut y = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), low);
+            if FIFTH {
+                x = _mm256_or_si256(x, fifth_bit(fifth, 2 * c));
+                y = _mm256_or_si256(y, fifth_bit(fifth, 2 * c + 1));
+            }
+            w[c] = interleave(x, y);
+            s[c] = [pairs[c], pairs[c]];
+        }
+        let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
+        Prepped {
+            w,
+            s,
+            start: _mm256_setzero_si256(),
+            mins: _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m)),
+            d: half(b, 0),
+            dmin: half(b, 2),
+        }
+    }
+}
+
 /// `Q4_K`: `d`, `dmin`, twelve bytes of 6-bit scales and minima, 128 bytes of nibbles.
 pub(crate) struct Q4K;
 
@@ -198,35 +250,23 @@ impl KQuant for Q4K {
     #[inline(always)]
     unsafe fn prep(b: &[u8]) -> Prepped {
         debug_assert!(b.len() >= Self::BYTES);
-        let (scales, mins) = k4_scales(&b[4..16]);
-        // SAFETY: `b` is a block (its 128 quant bytes from 16); the rest is register-only with
-        // AVX2 per the caller.
-        unsafe {
-            let (order, low) = (pair_order(), _mm256_set1_epi8(0x0f));
-            // Pair c: the scales of sub-blocks 2c and 2c + 1.
-            let pairs = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
-            let pairs = broadcast_pairs(_mm256_castsi128_si256(pairs));
-            let mut w = [[_mm256_setzero_si256(); 2]; 4];
-            let mut s = w;
-            for c in 0..4 {
-                let bytes = ordered(b.as_ptr().add(16 + 32 * c), order);
-                // Values 64c + p in the low nibbles (scale 2c), 64c + 32 + p in the high ones.
-                w[c] = interleave(
-                    _mm256_and_si256(bytes, low),
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), low),
-                );
-                s[c] = [pairs[c], pairs[c]];
-            }
-            let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
-            Prepped {
-                w,
-                s,
-                start: _mm256_setzero_si256(),
-                mins: _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m)),
-                d: half(b, 0),
-                dmin: half(b, 2),
-            }
-        }
+        // SAFETY: `b` is a block; AVX2 per the caller.
+        unsafe { min_prep::<false>(b) }
+    }
+}
+
+/// `Q5_K`: `Q4_K`'s fields with 32 bytes of fifth bits before the nibbles.
+pub(crate) struct Q5K;
+
+impl KQuant for Q5K {
+    const BYTES: usize = crate::quant::BlockQ5_K::BYTES;
+    const MINS: bool = true;
+    const SHIFTED: bool = false;
+    #[inline(always)]
+    unsafe fn prep(b: &[u8]) -> Prepped {
+        debug_assert!(b.len() >= Self::BYTES);
+        // SAFETY: `b` is a block; AVX2 per the caller.
+        unsafe { min_prep::<true>(b) }
     }
 }
 
@@ -492,10 +532,10 @@ mod tests {
     fn weight(ty: GgmlType, n: usize, blocks: usize, seed: u32) -> Vec<u8> {
         let mut w = noise(n * blocks * ty.block_bytes(), seed);
         for b in w.chunks_exact_mut(ty.block_bytes()) {
-            let at: &[usize] = if ty == GgmlType::Q4_K {
-                &[0, 2]
-            } else {
+            let at: &[usize] = if ty == GgmlType::Q6_K {
                 &[208]
+            } else {
+                &[0, 2]
             };
             for &at in at {
                 let v = (b[at] as f32 - 127.5) / 900.0;
@@ -514,10 +554,10 @@ mod tests {
         w: &'a [u8],
         blocks: usize,
     ) -> Q8Rows<'a> {
-        let acts = if ty == GgmlType::Q4_K {
-            Q8Acts::Q4K(acts)
-        } else {
-            Q8Acts::Q6K(acts)
+        let acts = match ty {
+            GgmlType::Q4_K => Q8Acts::Q4K(acts),
+            GgmlType::Q5_K => Q8Acts::Q5K(acts),
+            _ => Q8Acts::Q6K(acts),
         };
         assert!(fill_lanes(acts, lanes));
         Q8Rows {
@@ -570,7 +610,7 @@ mod tests {
 
     /// Every activation byte (−128 included, what a non-finite input can quantize to), random
     /// `bsums` and scales of either sign, against both formats, on every row count up to
-    /// past [`ROWS`] and on column ranges that start past 0 with odd counts.
+    /// past [`ROWS`] and on column ranges that start past 0 with odd counts, for every format.
     #[test]
     fn k_quant_dots_give_the_portable_bits_on_any_rows_and_columns() {
         if !supported() {
@@ -603,7 +643,7 @@ mod tests {
                 a.qs[(37 * i + 5) % 256] = i8::MIN;
             }
             let side: Vec<Q8Side> = acts.iter().map(Q8Side::of).collect();
-            for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+            for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
                 let w = weight(ty, n, blocks, ty.id() + m as u32);
                 let mut lanes = Vec::new();
                 let r = rows(ty, &acts, &side, &mut lanes, &w, blocks);
@@ -641,7 +681,11 @@ mod tests {
                 bsums: [0; 16],
             })
             .collect();
-        for (acts_of, flip) in [(Q8Acts::Q4K as fn(_) -> _, 0), (Q8Acts::Q6K, 0x80)] {
+        for (acts_of, flip) in [
+            (Q8Acts::Q4K as fn(_) -> _, 0),
+            (Q8Acts::Q5K, 0),
+            (Q8Acts::Q6K, 0x80),
+        ] {
             let mut lanes = Vec::new();
             assert!(fill_lanes(acts_of(&acts), &mut lanes));
             let want: Vec<KLanes> = acts.iter().map(|a| KLanes::of(a, flip)).collect();
