@@ -102,7 +102,12 @@ fn bench_q8_variants(c: &mut Criterion) {
         .filter(|v| v.is_available())
         .cloned()
         .collect();
-    for (m, k, n) in [(1, 1536, 576), (1, 576, 49152), (128, 1536, 576)] {
+    for (m, k, n) in [
+        (1, 1536, 576),
+        (1, 576, 49152),
+        (128, 1536, 576),
+        (1, 2048, 8192),
+    ] {
         let x = tensor(vec![m, k], 7);
         let mut group = c.benchmark_group(format!("quant_q8_variant/{m}x{k}x{n}"));
         group

@@ -12,7 +12,7 @@
 //! * [`qdot`] — the dot products over quantized weight rows: q8 mode (integer, llama.cpp's
 //!   combination) and exact mode (decoded a block at a time, in lanes); `qdot_x86` —
 //!   exact mode decoded straight into AVX2 or AVX-512 registers; `qdot8_x86` — q8 mode's
-//!   integer dots in AVX2 and AVX-512 VNNI, `qdot8k_x86` — its `Q4_K` and `Q6_K` dots in AVX2;
+//!   integer dots in AVX2 and AVX-512 VNNI, `qdot8k_x86` — its K-quant dots in AVX2;
 //! * [`norm`], [`rope`], [`gate`] — one row of the decoder ops: RMS normalisation, rotary
 //!   position embedding, the SiLU gate (plain fixed-order loops, the same bits on every
 //!   backend, so they need no compiled variants).

@@ -56,9 +56,17 @@ pub(crate) trait Q8Act: Copy + Send + Sync + Default {
     fn qsum(&self) -> i32 {
         0
     }
-    /// This format's buffer in `s`, and the side values'.
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>);
+    /// This format's buffer in `s`, the side values' and the K-quant lanes'.
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self>;
 }
+
+/// An activation format's buffers in a [`QScratch`]: its blocks, their [`Q8Side`]s and (the
+/// K-quants on x86) their [`KLanes`].
+pub(crate) type Buffers<'s, A> = (
+    &'s mut alloc::vec::Vec<A>,
+    &'s mut alloc::vec::Vec<Q8Side>,
+    &'s mut alloc::vec::Vec<KLanes>,
+);
 
 /// The buffers a q8-mode product quantizes its activations into, kept by a caller that runs
 /// products back to back (a decoder's step) so that, once grown, they are reused instead of
@@ -69,14 +77,15 @@ pub(crate) struct QScratch {
     q8_1: alloc::vec::Vec<BlockQ8_1>,
     q8_k: alloc::vec::Vec<BlockQ8_K>,
     side: alloc::vec::Vec<Q8Side>,
+    lanes: alloc::vec::Vec<KLanes>,
 }
 
 impl Q8Act for BlockQ8_0 {
     fn scale(&self) -> f32 {
         f16_to_f32(self.d)
     }
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
-        (&mut s.q8_0, &mut s.side)
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
+        (&mut s.q8_0, &mut s.side, &mut s.lanes)
     }
     fn qsum(&self) -> i32 {
         self.qs.iter().map(|&q| q as i32).sum()
@@ -87,8 +96,8 @@ impl Q8Act for BlockQ8_1 {
     fn scale(&self) -> f32 {
         f16_to_f32(self.d)
     }
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
-        (&mut s.q8_1, &mut s.side)
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
+        (&mut s.q8_1, &mut s.side, &mut s.lanes)
     }
     fn min(&self) -> f32 {
         f16_to_f32(self.s)
@@ -102,8 +111,8 @@ impl Q8Act for BlockQ8_K {
     fn scale(&self) -> f32 {
         self.d
     }
-    fn buffers(s: &mut QScratch) -> (&mut alloc::vec::Vec<Self>, &mut alloc::vec::Vec<Q8Side>) {
-        (&mut s.q8_k, &mut s.side)
+    fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
+        (&mut s.q8_k, &mut s.side, &mut s.lanes)
     }
 }
 
@@ -127,6 +136,26 @@ impl Q8Side {
             min: a.min(),
             qsum: a.qsum(),
         }
+    }
+}
+
+/// A `Q8_K` activation block's quants rearranged once per call for the x86 K-quant loops
+/// (`qdot8k_x86`, which fills them), so that each four bytes hold values of one integer lane:
+/// byte `64c + 32h + 4s + t` is value `64c + 16h + s + 8·(t & 1) + 32·(t >> 1)` (lane `s`),
+/// its bits flipped by a format's `flip` (`0x80` gives `q + 128` as an unsigned byte).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(32))]
+pub(crate) struct KLanes(pub [u8; 256]);
+
+impl KLanes {
+    /// The block `a`'s quants in the lane order, each byte xor `flip`: the definition the
+    /// vector fill is tested against.
+    #[cfg(test)]
+    pub(crate) fn of(a: &BlockQ8_K, flip: u8) -> Self {
+        Self(core::array::from_fn(|i| {
+            let (c, h, s, t) = (i / 64, i / 32 % 2, i / 4 % 8, i % 4);
+            a.qs[64 * c + 16 * h + s + 8 * (t & 1) + 32 * (t >> 1)] as u8 ^ flip
+        }))
     }
 }
 
@@ -162,6 +191,10 @@ pub(crate) struct Q8Rows<'a> {
     /// the portable one reads the blocks themselves).
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pub side: &'a [Q8Side],
+    /// Each activation block's [`KLanes`], in the same order, where the call's format and CPU
+    /// have a loop that reads them; empty otherwise.
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
+    pub lanes: &'a [KLanes],
     /// The weight's bytes.
     pub w: &'a [u8],
     /// Bytes per weight row.
@@ -688,6 +721,20 @@ mod tests {
         assert_eq!(a[0].qs[0], -127);
         // (1·(1/-127))·((-31)·(-127)) = 3937 / -127 = -31.
         assert_eq!(BlockQ6_K::dot_row(&w.to_le_bytes(), &a), -31.0);
+    }
+
+    #[test]
+    fn k_lanes_hold_four_values_of_one_lane_in_each_four_bytes() {
+        let mut a = BlockQ8_K::ZERO;
+        a.qs = core::array::from_fn(|e| e as u8 as i8);
+        let lanes = KLanes::of(&a, 0x80);
+        assert_eq!(
+            lanes.0[..8],
+            [0x80, 0x88, 0xa0, 0xa8, 0x81, 0x89, 0xa1, 0xa9]
+        );
+        assert_eq!(lanes.0[32..36], [0x90, 0x98, 0xb0, 0xb8]);
+        // The last four: values 215, 223, 247, 255 (lane 7 of the last piece's second half).
+        assert_eq!(lanes.0[252..], [0x57, 0x5f, 0x77, 0x7f]);
     }
 
     #[test]

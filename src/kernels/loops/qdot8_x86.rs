@@ -23,14 +23,14 @@
 //! order, block after block; so every output has the portable bits. The weights two chunks of
 //! eight rows on are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on
 //! decode). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
-//! integer dots reduced at once and the float step in scalar code. The K-quants still take the
-//! portable loop.
+//! integer dots reduced at once and the float step in scalar code. The K-quants take
+//! `qdot8k_x86` (its lanes ask for a layout of their own).
 
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::qdot::{q8_portable, Q8Acts, Q8Rows, Q8Side};
-use super::qdot8k_x86::{self, Q4K, Q6K};
+use super::qdot::{Q8Acts, Q8Rows, Q8Side};
+use super::qdot8k_x86::{self, Q4K, Q5K, Q6K};
 use crate::quant::{f16_to_f32, BlockQ8_0, BlockQ8_1};
 
 /// A 32-value weight format on the AVX2 path. Its methods may only run inside a function
@@ -471,7 +471,7 @@ unsafe fn dots<B: Small, const G: usize>(
 
 /// Lane `c` of the result is `Σ v[c]`: eight columns' block dots reduced at once.
 #[inline(always)]
-unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
+pub(super) unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
     // SAFETY: register-only; AVX2 per the caller.
     unsafe {
         let ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
@@ -717,8 +717,8 @@ pub(crate) fn supported_avx512() -> bool {
         && std::is_x86_feature_detected!("avx512vnni")
 }
 
-/// The columns of the 32-value formats, in AVX2 or (`WIDE`) AVX-512; `Q4_K` and `Q6_K` in
-/// AVX2 ([`qdot8k_x86`]), `Q5_K` portable.
+/// The columns of the 32-value formats, in AVX2 or (`WIDE`) AVX-512; the K-quants in AVX2
+/// ([`qdot8k_x86`]).
 #[inline(always)]
 unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f32]) {
     // SAFETY (the calls): the callers run with the features `WIDE` asks for.
@@ -731,7 +731,7 @@ unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mu
             Q8Acts::Q5_1(a) => columns::<Q5_1, WIDE>(r, a, cols, out),
             Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K>(r, a, cols, out),
             Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K>(r, a, cols, out),
-            Q8Acts::Q5K(_) => q8_portable(r, cols, out),
+            Q8Acts::Q5K(a) => qdot8k_x86::columns::<Q5K>(r, a, cols, out),
         }
     }
 }
@@ -762,6 +762,7 @@ pub(crate) unsafe fn q8_avx512(r: &Q8Rows<'_>, cols: Range<usize>, out: &mut [f3
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::loops::qdot::q8_portable;
     use crate::quant::GgmlType;
 
     /// Bytes from a small linear congruential generator.
@@ -786,6 +787,7 @@ mod tests {
         let r = Q8Rows {
             acts,
             side,
+            lanes: &[],
             w,
             row_bytes,
             blocks,
