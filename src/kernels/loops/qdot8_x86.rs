@@ -536,6 +536,19 @@ unsafe fn reduce8(v: [__m512i; 2]) -> __m256i {
     }
 }
 
+/// One block's float step for eight columns in the lanes of `sum`: their integer dots `ints`
+/// less the format's offset times the activation's quant sum, then [`Small::step8`]. A
+/// function, not a closure in [`chunk`]: a closure does not inherit its caller's target
+/// features, so its intrinsics could stay calls. The caller runs with AVX2 and F16C.
+#[inline(always)]
+unsafe fn step8<B: Small>(sum: &mut __m256, ints: __m256i, dw: __m256, mw: __m256, s: &Q8Side) {
+    // SAFETY: register-only; AVX2 and F16C per the caller.
+    unsafe {
+        let ints = _mm256_sub_epi32(ints, _mm256_set1_epi32(B::OFFSET * s.qsum));
+        *sum = B::step8(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
+    }
+}
+
 /// Eight weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks) against `R` activation rows (`acts`, `side`: `R` rows of
 /// `blocks`), every output stepped in block order in its own lane; `out[c][g]` gets column
 /// `c`, row `g`. `ahead`: where the rows [`AHEAD`] chunks on begin (perhaps past the end:
@@ -565,10 +578,6 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
             }
             // Every block has at least four bytes.
             let (dw, mw) = halves8(p, rb);
-            let step = |sum: &mut __m256, ints: __m256i, s: &Q8Side| {
-                let ints = _mm256_sub_epi32(ints, _mm256_set1_epi32(B::OFFSET * s.qsum));
-                *sum = B::step8(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
-            };
             if WIDE {
                 let rows = |g: usize| {
                     let r = |c: usize| p.add((4 * g + c) * rb);
@@ -582,7 +591,13 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
                         B::prep(_mm512_broadcast_i32x4(_mm_loadu_si128(a))),
                         B::prep(_mm512_broadcast_i32x4(_mm_loadu_si128(a.add(1)))),
                     ];
-                    step(sum, reduce8([B::dot4(q[0], a), B::dot4(q[1], a)]), &side[i]);
+                    step8::<B>(
+                        sum,
+                        reduce8([B::dot4(q[0], a), B::dot4(q[1], a)]),
+                        dw,
+                        mw,
+                        &side[i],
+                    );
                 }
             } else {
                 // Loops, not `array::from_fn`: a closure there would not inline the intrinsics.
@@ -598,7 +613,7 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
                     for (v, &q) in v.iter_mut().zip(&q) {
                         *v = B::dot(q, a);
                     }
-                    step(sum, hsum8(v), &side[i]);
+                    step8::<B>(sum, hsum8(v), dw, mw, &side[i]);
                 }
             }
         }
