@@ -512,7 +512,7 @@ pub(crate) unsafe fn columns<K: KQuant>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::loops::qdot::{Q8Acts, Q8Side};
+    use crate::kernels::loops::qdot::{k_scales_mins, Q8Acts, Q8Side};
     use crate::kernels::loops::qdot8_x86::{q8_avx2, q8_avx512, supported, supported_avx512};
     use crate::quant::{f32_to_f16, quantize_row_q8_K, GgmlType};
 
@@ -573,6 +573,33 @@ mod tests {
 
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    // `k4_scales` unpacks all eight 6-bit pairs at once where the portable loop calls
+    // `quant::scale_min_k4` per sub-block: every bit of each of the twelve bytes, alone and in
+    // noise, gives the same scales and minima.
+    #[test]
+    fn the_packed_k4_scales_are_scale_min_k4s() {
+        let mut cases: Vec<[u8; 12]> = (0..96)
+            .map(|bit| {
+                let mut s = [0u8; 12];
+                s[bit / 8] = 1 << (bit % 8);
+                s
+            })
+            .collect();
+        let mut state = 0x2545_f491u32;
+        for _ in 0..256 {
+            cases.push(core::array::from_fn(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 24) as u8
+            }));
+        }
+        cases.push([0xff; 12]);
+        for s in cases {
+            let (scales, mins) = k4_scales(&s);
+            let want = k_scales_mins(&s);
+            assert_eq!((scales.to_le_bytes(), mins.to_le_bytes()), want, "{s:?}");
+        }
     }
 
     #[test]
