@@ -56,9 +56,39 @@ trait Small {
     /// The portable step: `sum` after a block whose integer dot is `i`, of the weight block `b`
     /// and the activation block with the side values `s`.
     fn step(sum: f32, i: i32, b: &[u8], s: &Q8Side) -> f32;
-    /// [`step`](Self::step) for eight columns at once, lane by lane with the same operations in
-    /// the same order: `i` the blocks' integer dots as f32, `dw` and `mw` their scales and mins.
-    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256;
+    /// [`step`](Self::step) for a vector of columns at once, lane by lane with the same
+    /// operations in the same order: `i` the blocks' integer dots as f32, `dw` and `mw` their
+    /// scales and mins.
+    unsafe fn step_lanes<V: FloatLanes>(sum: V, i: V, dw: V, mw: V, s: &Q8Side) -> V;
+    /// Where the quant bytes of a nibble format's block begin.
+    const QS: usize = 0;
+    /// Where the fifth bits of a five-bit format's block begin.
+    const QH: Option<usize> = None;
+    /// What comes off each integer dot of [`rows16`](Self::rows16)'s unsigned bytes: `OFFSET`
+    /// (nibble formats) times the activation's quant sum.
+    const LANE_OFFSET: i32 = Self::OFFSET;
+    /// Sixteen weight rows' blocks (row `c` at `p + c·rb`) with one row per i32 of a 512-bit
+    /// vector: vector `k` holds each row's values `4k..4k + 4` as unsigned bytes, so that one
+    /// `vpdpbusd` per `k` against four broadcast activation bytes leaves the sixteen rows'
+    /// whole integer dots in the lanes, less `LANE_OFFSET · Σa`. AVX-512 F and BW per the
+    /// caller; each `p + c·rb` begins a block.
+    #[inline(always)]
+    unsafe fn rows16(p: *const u8, rb: usize) -> [__m512i; 8] {
+        // SAFETY: as the caller promises; the rest is register-only.
+        unsafe {
+            let t = transposed16(p, rb, Self::QS);
+            let m = _mm512_set1_epi8(0x0f);
+            let mut q = [_mm512_setzero_si512(); 8];
+            for (k, &t) in t.iter().enumerate() {
+                q[k] = _mm512_and_si512(t, m);
+                q[k + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(t), m);
+            }
+            if let Some(at) = Self::QH {
+                fifth16(&mut q, p, rb, at);
+            }
+            q
+        }
+    }
     /// The quants of one block of four rows, values `0..16` then `16..32`: 128-bit group `g`
     /// of each holds row `r[g]`'s (AVX-512 F, BW, VL and VNNI per the caller; each pointer
     /// begins a block).
@@ -132,6 +162,110 @@ unsafe fn fifth_quad(q: [__m512i; 2], r: [*const u8; 4], at: usize) -> [__m512i;
     }
 }
 
+/// The 16 bytes at `p + c·rb + at` of the sixteen rows `c`, transposed: vector `k` holds
+/// bytes `4k..4k + 4` of row `c` in its i32 `c`. AVX-512 F per the caller; each `p + c·rb + at`
+/// begins 16 readable bytes.
+#[inline(always)]
+unsafe fn transposed16(p: *const u8, rb: usize, at: usize) -> [__m512i; 4] {
+    // SAFETY: as the caller promises; the rest is register-only.
+    unsafe {
+        let row = |c: usize| p.add(c * rb);
+        // x[r]: row 4g + r in the 128-bit group g.
+        let x: [__m512i; 4] = [
+            four_rows([row(0), row(4), row(8), row(12)], at),
+            four_rows([row(1), row(5), row(9), row(13)], at),
+            four_rows([row(2), row(6), row(10), row(14)], at),
+            four_rows([row(3), row(7), row(11), row(15)], at),
+        ];
+        // A 4 × 4 transpose of i32 in each group: group g of vector k, i32 r, is row 4g + r's
+        // i32 k.
+        let (a, b) = (
+            _mm512_unpacklo_epi32(x[0], x[1]),
+            _mm512_unpackhi_epi32(x[0], x[1]),
+        );
+        let (c, d) = (
+            _mm512_unpacklo_epi32(x[2], x[3]),
+            _mm512_unpackhi_epi32(x[2], x[3]),
+        );
+        [
+            _mm512_unpacklo_epi64(a, c),
+            _mm512_unpackhi_epi64(a, c),
+            _mm512_unpacklo_epi64(b, d),
+            _mm512_unpackhi_epi64(b, d),
+        ]
+    }
+}
+
+/// The i32 at `p + c·rb + at` of the sixteen rows `c`, in i32 `c`. AVX-512 F per the caller;
+/// each `p + c·rb + at` begins four readable bytes.
+#[inline(always)]
+unsafe fn words16(p: *const u8, rb: usize, at: usize) -> __m512i {
+    // SAFETY: as the caller promises; the rest is register-only.
+    unsafe {
+        let r = |c: usize| core::ptr::read_unaligned(p.add(c * rb + at) as *const i32);
+        _mm512_setr_epi32(
+            r(0),
+            r(1),
+            r(2),
+            r(3),
+            r(4),
+            r(5),
+            r(6),
+            r(7),
+            r(8),
+            r(9),
+            r(10),
+            r(11),
+            r(12),
+            r(13),
+            r(14),
+            r(15),
+        )
+    }
+}
+
+/// The f16 pairs at `p + c·rb` of the sixteen rows `c`, widened: the first half of each pair
+/// (a block's `d`), then the second (`Q4_1`'s and `Q5_1`'s `m`; quant bytes otherwise).
+/// AVX-512 F per the caller; each `p + c·rb` begins four readable bytes.
+#[inline(always)]
+unsafe fn halves16(p: *const u8, rb: usize) -> (__m512, __m512) {
+    // SAFETY: as the caller promises; the rest is register-only.
+    unsafe {
+        let pairs = words16(p, rb, 0);
+        (
+            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs)),
+            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(pairs))),
+        )
+    }
+}
+
+/// `0x10` added to each value of the sixteen rows' `q` (from [`Small::rows16`]'s nibbles)
+/// whose fifth bit is set: bit `j` of the little-endian `qh` at `p + c·rb + at` for value `j`
+/// of row `c`. AVX-512 F and BW per the caller; each `p + c·rb + at` begins four readable bytes.
+#[inline(always)]
+unsafe fn fifth16(q: &mut [__m512i; 8], p: *const u8, rb: usize, at: usize) {
+    // SAFETY: as the caller promises; the rest is register-only.
+    unsafe {
+        let qh = words16(p, rb, at);
+        // Byte t of i32 c in vector k is value 4k + t of row c: bit 4k + t of its `qh`, so
+        // byte k / 2 of the i32, bit 4·(k % 2) + t.
+        // `vpshufb` indices within each 128-bit group: the first byte of each i32, to add to.
+        let base = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x0404_0404, 0x0808_0808, 0x0c0c_0c0c));
+        let bit = _mm512_set1_epi8(0x10);
+        for (k, q) in q.iter_mut().enumerate() {
+            let spread =
+                _mm512_shuffle_epi8(qh, _mm512_add_epi8(base, _mm512_set1_epi8((k / 2) as i8)));
+            let pattern = if k % 2 == 0 {
+                0x0804_0201
+            } else {
+                0x8040_2010u32 as i32
+            };
+            let set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(pattern));
+            *q = _mm512_mask_add_epi8(*q, set, *q, bit);
+        }
+    }
+}
+
 /// An f16 scale at `b[at..at + 2]`, widened (`0` past the end, which no caller reaches).
 #[inline(always)]
 fn half(b: &[u8], at: usize) -> f32 {
@@ -192,6 +326,8 @@ struct Q5_1;
 impl Small for Q8_0 {
     const BYTES: usize = crate::quant::BlockQ8_0::BYTES;
     const OFFSET: i32 = 0;
+    /// The quants go unsigned as `q + 128`, so `128·Σa` comes off.
+    const LANE_OFFSET: i32 = 128;
     type Act = BlockQ8_0;
     fn act_quants(a: &BlockQ8_0) -> &[i8; 32] {
         &a.qs
@@ -222,6 +358,22 @@ impl Small for Q8_0 {
         // SAFETY: each pointer begins a block; its 32 quant bytes start at 2.
         unsafe { [four_rows(r, 2), four_rows(r, 18)] }
     }
+    /// The quants as unsigned bytes `q + 128`: 16 bytes from 2, then 16 from 18.
+    #[inline(always)]
+    unsafe fn rows16(p: *const u8, rb: usize) -> [__m512i; 8] {
+        // SAFETY: each `p + c·rb` begins a block, its 32 quant bytes from 2; the rest is
+        // register-only with AVX-512 F per the caller.
+        unsafe {
+            let (lo, hi) = (transposed16(p, rb, 2), transposed16(p, rb, 18));
+            let flip = _mm512_set1_epi8(-128);
+            let mut q = [_mm512_setzero_si512(); 8];
+            for (k, (&lo, &hi)) in lo.iter().zip(&hi).enumerate() {
+                q[k] = _mm512_xor_si512(lo, flip);
+                q[k + 4] = _mm512_xor_si512(hi, flip);
+            }
+            q
+        }
+    }
     /// The activations as unsigned bytes `a + 128`, for [`dot4`](Small::dot4).
     #[inline(always)]
     unsafe fn prep(a: __m512i) -> __m512i {
@@ -246,18 +398,16 @@ impl Small for Q8_0 {
         sum + i as f32 * (half(b, 0) * s.scale)
     }
     #[inline(always)]
-    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, _: __m256, s: &Q8Side) -> __m256 {
-        // SAFETY: register-only; the caller runs with AVX2.
-        unsafe {
-            let da = _mm256_set1_ps(s.scale);
-            _mm256_add_ps(sum, _mm256_mul_ps(i, _mm256_mul_ps(dw, da)))
-        }
+    unsafe fn step_lanes<V: FloatLanes>(sum: V, i: V, dw: V, _: V, s: &Q8Side) -> V {
+        // SAFETY: register-only; the caller runs with `V`'s features.
+        unsafe { sum.add(i.mul(dw.mul(V::splat(s.scale)))) }
     }
 }
 
 impl Small for Q4_0 {
     const BYTES: usize = crate::quant::BlockQ4_0::BYTES;
     const OFFSET: i32 = 8;
+    const QS: usize = 2;
     type Act = BlockQ8_0;
     fn act_quants(a: &BlockQ8_0) -> &[i8; 32] {
         &a.qs
@@ -277,18 +427,17 @@ impl Small for Q4_0 {
         sum + i as f32 * half(b, 0) * s.scale
     }
     #[inline(always)]
-    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, _: __m256, s: &Q8Side) -> __m256 {
-        // SAFETY: register-only; the caller runs with AVX2.
-        unsafe {
-            let da = _mm256_set1_ps(s.scale);
-            _mm256_add_ps(sum, _mm256_mul_ps(_mm256_mul_ps(i, dw), da))
-        }
+    unsafe fn step_lanes<V: FloatLanes>(sum: V, i: V, dw: V, _: V, s: &Q8Side) -> V {
+        // SAFETY: register-only; the caller runs with `V`'s features.
+        unsafe { sum.add(i.mul(dw).mul(V::splat(s.scale))) }
     }
 }
 
 impl Small for Q5_0 {
     const BYTES: usize = crate::quant::BlockQ5_0::BYTES;
     const OFFSET: i32 = 16;
+    const QS: usize = 6;
+    const QH: Option<usize> = Some(2);
     type Act = BlockQ8_0;
     fn act_quants(a: &BlockQ8_0) -> &[i8; 32] {
         &a.qs
@@ -308,18 +457,16 @@ impl Small for Q5_0 {
         sum + (half(b, 0) * s.scale) * i as f32
     }
     #[inline(always)]
-    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, _: __m256, s: &Q8Side) -> __m256 {
-        // SAFETY: register-only; the caller runs with AVX2.
-        unsafe {
-            let da = _mm256_set1_ps(s.scale);
-            _mm256_add_ps(sum, _mm256_mul_ps(_mm256_mul_ps(dw, da), i))
-        }
+    unsafe fn step_lanes<V: FloatLanes>(sum: V, i: V, dw: V, _: V, s: &Q8Side) -> V {
+        // SAFETY: register-only; the caller runs with `V`'s features.
+        unsafe { sum.add(dw.mul(V::splat(s.scale)).mul(i)) }
     }
 }
 
 impl Small for Q4_1 {
     const BYTES: usize = crate::quant::BlockQ4_1::BYTES;
     const OFFSET: i32 = 0;
+    const QS: usize = 4;
     type Act = BlockQ8_1;
     fn act_quants(a: &BlockQ8_1) -> &[i8; 32] {
         &a.qs
@@ -339,15 +486,17 @@ impl Small for Q4_1 {
         sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
     }
     #[inline(always)]
-    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256 {
-        // SAFETY: register-only; the caller runs with AVX2.
-        unsafe { min_step8(sum, i, dw, mw, s) }
+    unsafe fn step_lanes<V: FloatLanes>(sum: V, i: V, dw: V, mw: V, s: &Q8Side) -> V {
+        // SAFETY: register-only; the caller runs with `V`'s features.
+        unsafe { min_step(sum, i, dw, mw, s) }
     }
 }
 
 impl Small for Q5_1 {
     const BYTES: usize = crate::quant::BlockQ5_1::BYTES;
     const OFFSET: i32 = 0;
+    const QS: usize = 8;
+    const QH: Option<usize> = Some(4);
     type Act = BlockQ8_1;
     fn act_quants(a: &BlockQ8_1) -> &[i8; 32] {
         &a.qs
@@ -367,20 +516,68 @@ impl Small for Q5_1 {
         sum + ((half(b, 0) * s.scale) * i as f32 + half(b, 2) * s.min)
     }
     #[inline(always)]
-    unsafe fn step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256 {
-        // SAFETY: register-only; the caller runs with AVX2.
-        unsafe { min_step8(sum, i, dw, mw, s) }
+    unsafe fn step_lanes<V: FloatLanes>(sum: V, i: V, dw: V, mw: V, s: &Q8Side) -> V {
+        // SAFETY: register-only; the caller runs with `V`'s features.
+        unsafe { min_step(sum, i, dw, mw, s) }
     }
 }
 
-/// The step of `Q4_1` and `Q5_1` for eight columns: `sum + ((dw·da)·i + mw·sa)` lane by lane.
+/// The step of `Q4_1` and `Q5_1` for a vector of columns: `sum + ((dw·da)·i + mw·sa)` lane by
+/// lane.
 #[inline(always)]
-unsafe fn min_step8(sum: __m256, i: __m256, dw: __m256, mw: __m256, s: &Q8Side) -> __m256 {
-    // SAFETY: register-only; the caller runs with AVX2.
+unsafe fn min_step<V: FloatLanes>(sum: V, i: V, dw: V, mw: V, s: &Q8Side) -> V {
+    // SAFETY: register-only; the caller runs with `V`'s features.
     unsafe {
-        let (da, sa) = (_mm256_set1_ps(s.scale), _mm256_set1_ps(s.min));
-        let scaled = _mm256_mul_ps(_mm256_mul_ps(dw, da), i);
-        _mm256_add_ps(sum, _mm256_add_ps(scaled, _mm256_mul_ps(mw, sa)))
+        let scaled = dw.mul(V::splat(s.scale)).mul(i);
+        sum.add(scaled.add(mw.mul(V::splat(s.min))))
+    }
+}
+
+/// A vector of f32 lanes: the operations of a q8 float step, each lane by lane and rounded
+/// once. Its methods may only run inside a function compiled with the vector's features (AVX
+/// for `__m256`, AVX-512 F for `__m512`), on a CPU that has them.
+trait FloatLanes: Copy {
+    /// `x` in every lane.
+    unsafe fn splat(x: f32) -> Self;
+    /// `self + o`.
+    unsafe fn add(self, o: Self) -> Self;
+    /// `self · o`.
+    unsafe fn mul(self, o: Self) -> Self;
+}
+
+impl FloatLanes for __m256 {
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        // SAFETY: register-only; AVX per the caller.
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        // SAFETY: register-only; AVX per the caller.
+        unsafe { _mm256_add_ps(self, o) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        // SAFETY: register-only; AVX per the caller.
+        unsafe { _mm256_mul_ps(self, o) }
+    }
+}
+
+impl FloatLanes for __m512 {
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        // SAFETY: register-only; AVX-512 F per the caller.
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        // SAFETY: register-only; AVX-512 F per the caller.
+        unsafe { _mm512_add_ps(self, o) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        // SAFETY: register-only; AVX-512 F per the caller.
+        unsafe { _mm512_mul_ps(self, o) }
     }
 }
 
@@ -537,7 +734,7 @@ unsafe fn reduce8(v: [__m512i; 2]) -> __m256i {
 }
 
 /// One block's float step for eight columns in the lanes of `sum`: their integer dots `ints`
-/// less the format's offset times the activation's quant sum, then [`Small::step8`]. A
+/// less the format's offset times the activation's quant sum, then [`Small::step_lanes`]. A
 /// function, not a closure in [`chunk`]: a closure does not inherit its caller's target
 /// features, so its intrinsics could stay calls. The caller runs with AVX2 and F16C.
 #[inline(always)]
@@ -545,7 +742,7 @@ unsafe fn step8<B: Small>(sum: &mut __m256, ints: __m256i, dw: __m256, mw: __m25
     // SAFETY: register-only; AVX2 and F16C per the caller.
     unsafe {
         let ints = _mm256_sub_epi32(ints, _mm256_set1_epi32(B::OFFSET * s.qsum));
-        *sum = B::step8(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
+        *sum = B::step_lanes(*sum, _mm256_cvtepi32_ps(ints), dw, mw, s);
     }
 }
 
@@ -632,6 +829,76 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
     }
 }
 
+/// Weight rows one wide pass ([`sixteen`]) holds, one to each i32 of a 512-bit vector.
+const WIDE_ROWS: usize = 16;
+
+/// Activation rows one wide pass serves at most: their sums stay on the stack.
+const TILE: usize = 64;
+
+/// The fewest activation rows that take the wide passes: with fewer, transposing the weight
+/// blocks costs more than the lanes save.
+const WIDE_FROM: usize = 2;
+
+/// Sixteen weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks) against
+/// `rows` activation rows (at most [`TILE`]; `acts`, `side`: `rows` rows of `blocks`), one
+/// weight row to each lane: for each block, the rows' quants transposed once
+/// ([`Small::rows16`]), then for each activation row eight `vpdpbusd` against its bytes
+/// broadcast four at a time leave the sixteen whole integer dots in the lanes, and each lane
+/// takes the portable float step, block after block. `out[c·stride + g]` gets column `c`, row
+/// `g`. AVX-512 F, BW and VNNI, AVX2 and F16C per the caller.
+#[inline(always)]
+unsafe fn sixteen<B: Small>(
+    w: &[u8],
+    rb: usize,
+    acts: &[B::Act],
+    side: &[Q8Side],
+    (blocks, rows): (usize, usize),
+    out: &mut [f32],
+    stride: usize,
+) {
+    debug_assert!(w.len() == WIDE_ROWS * rb && rb == blocks * B::BYTES && rows <= TILE);
+    debug_assert!(acts.len() >= rows * blocks && side.len() >= rows * blocks);
+    // SAFETY (the block): the features per the caller. Block `b` of row `c` is the `BYTES`
+    // bytes at `c·rb + b·BYTES < w.len()`, as the caller checked; `acts`, `side` and `out` are
+    // read and written through bounds checks.
+    unsafe {
+        let mut sums = [_mm512_setzero_ps(); TILE];
+        for b in 0..blocks {
+            let p = w.as_ptr().add(b * B::BYTES);
+            let q = B::rows16(p, rb);
+            let (dw, mw) = halves16(p, rb);
+            for (g, sum) in sums.iter_mut().take(rows).enumerate() {
+                let i = g * blocks + b;
+                let a = B::act_quants(&acts[i]);
+                // Two chains, for the latency of `vpdpbusd`.
+                let mut acc = [_mm512_setzero_si512(); 2];
+                for (k, &q) in q.iter().enumerate() {
+                    let four = i32::from_le_bytes([
+                        a[4 * k] as u8,
+                        a[4 * k + 1] as u8,
+                        a[4 * k + 2] as u8,
+                        a[4 * k + 3] as u8,
+                    ]);
+                    acc[k % 2] = _mm512_dpbusd_epi32(acc[k % 2], q, _mm512_set1_epi32(four));
+                }
+                let s = &side[i];
+                let ints = _mm512_sub_epi32(
+                    _mm512_add_epi32(acc[0], acc[1]),
+                    _mm512_set1_epi32(B::LANE_OFFSET * s.qsum),
+                );
+                *sum = B::step_lanes(*sum, _mm512_cvtepi32_ps(ints), dw, mw, s);
+            }
+        }
+        let mut lanes = [0.0f32; WIDE_ROWS];
+        for (g, s) in sums.iter().take(rows).enumerate() {
+            _mm512_storeu_ps(lanes.as_mut_ptr(), *s);
+            for (c, &v) in lanes.iter().enumerate() {
+                out[c * stride + g] = v;
+            }
+        }
+    }
+}
+
 /// Eight columns from `j` into `out` (eight columns of `r.m` values): the activation rows four
 /// at a time, then one by one. Columns `j..j + 8` exist.
 #[inline(always)]
@@ -687,7 +954,24 @@ unsafe fn columns<B: Small, const WIDE: bool>(
     if !fits || m == 0 {
         return;
     }
-    let mut j = cols.start;
+    let (rb, mut j) = (r.row_bytes, cols.start);
+    if WIDE && m >= WIDE_FROM {
+        while j + WIDE_ROWS <= cols.end {
+            let w = &r.w[j * rb..(j + WIDE_ROWS) * rb];
+            let o = &mut out[(j - cols.start) * m..][..WIDE_ROWS * m];
+            let mut row = 0;
+            while row < m {
+                let rows = (m - row).min(TILE);
+                let span = row * blocks..(row + rows) * blocks;
+                let (a, s) = (&acts[span.clone()], &r.side[span]);
+                // SAFETY: the features per the caller (`WIDE`); `w` is sixteen rows of
+                // `blocks` whole blocks and `a`, `s` are `rows` rows of them.
+                unsafe { sixteen::<B>(w, rb, a, s, (blocks, rows), &mut o[row..], m) };
+                row += rows;
+            }
+            j += WIDE_ROWS;
+        }
+    }
     while j + LANES <= cols.end {
         let o = &mut out[(j - cols.start) * m..][..LANES * m];
         // SAFETY: AVX2 and F16C per the caller; columns `j..j + 8` exist.
@@ -808,8 +1092,7 @@ mod tests {
             blocks,
             m,
         };
-        // Eight columns in lanes and a tail of two, then (not under miri, for time) eight and
-        // a tail of one from an offset.
+        // All the columns, then (not under miri, for time) from an offset.
         let starts: &[usize] = if cfg!(miri) { &[0] } else { &[0, 1] };
         for cols in starts.iter().map(|&start| start..n) {
             let len = cols.len() * m;
@@ -843,11 +1126,16 @@ mod tests {
         if !supported() {
             return;
         }
-        let n = 10;
-        for (seed, (blocks, m)) in [(1, 1), (3, 1), (4, 5), (5, 2), (9, 6)]
-            .into_iter()
-            .enumerate()
-        {
+        // Sixteen columns in lanes (two passes, then one from an offset) with eight and a tail
+        // of two or three beside them.
+        let n = if cfg!(miri) { 26 } else { 42 };
+        // Activation rows over a tile and a part of one, outside miri.
+        let shapes: &[(usize, usize)] = if cfg!(miri) {
+            &[(1, 1), (3, 1), (4, 5), (5, 2)]
+        } else {
+            &[(1, 1), (3, 1), (4, 5), (5, 2), (9, 6), (2, TILE + 3)]
+        };
+        for (seed, &(blocks, m)) in shapes.iter().enumerate() {
             let seed = seed as u32 * 7;
             // Activations over every byte, -128 included (what a NaN quantizes to).
             let raw = noise(m * blocks * 36, seed);
