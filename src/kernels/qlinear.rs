@@ -519,16 +519,36 @@ impl Columns<'_> {
         }
         let mut by_column = scratch(OP, m * n)?;
         parallel_chunks_grained(OP, s, &mut by_column, m, grain, work, &body)?;
-        let mut columns = by_column.chunks_exact(m);
+        let mut from = 0;
         for (out, w) in outs.iter_mut().zip(ws) {
-            let (out, width) = (out.data_mut(), w.rows);
-            for (j, column) in columns.by_ref().take(width).enumerate() {
-                for (r, &v) in column.iter().enumerate() {
-                    out[r * width + j] = v;
-                }
-            }
+            let width = w.rows;
+            let columns = &by_column[from * m..(from + width) * m];
+            transpose_into(columns, m, width, out.data_mut());
+            from += width;
         }
         Ok(())
+    }
+}
+
+/// Columns the transpose of [`transpose_into`] moves at a time: per row, one run of
+/// contiguous writes from as many column streams.
+const TRANSPOSE_COLUMNS: usize = 16;
+
+/// `width` columns of `m` values each, back to back in `columns`, into the row-major `out`
+/// (`m` rows of `width`): a group of columns at a time, row after row, so that the reads
+/// stream and the writes are runs, not a stride of a row per value.
+fn transpose_into(columns: &[f32], m: usize, width: usize, out: &mut [f32]) {
+    debug_assert!(columns.len() == m * width && out.len() == m * width);
+    let mut j = 0;
+    while j < width {
+        let group = (width - j).min(TRANSPOSE_COLUMNS);
+        let block = &columns[j * m..(j + group) * m];
+        for (r, row) in out.chunks_exact_mut(width).enumerate() {
+            for (c, o) in row[j..j + group].iter_mut().enumerate() {
+                *o = block[c * m + r];
+            }
+        }
+        j += group;
     }
 }
 
