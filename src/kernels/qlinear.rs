@@ -600,7 +600,7 @@ fn run_q8<W: QDot>(
         op: OP,
         elements: usize::MAX,
     })?;
-    let (acts, side, lanes) = W::Act::buffers(scratch);
+    let (acts, side) = W::Act::buffers(scratch);
     acts.clear();
     side.clear();
     // Nothing is allocated where the buffers already hold `total` blocks.
@@ -616,28 +616,13 @@ fn run_q8<W: QDot>(
         quantize(x, a)?;
     }
     side.extend(acts.iter().map(Q8Side::of));
-    // Only the x86 K-quant loops read the lanes.
-    #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    let filled = super::loops::qdot8k_x86::fill_lanes(W::acts(acts), lanes);
-    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
-    let filled = {
-        lanes.clear();
-        true
-    };
-    if !filled {
-        return Err(KernelError::Scratch {
-            op: OP,
-            elements: total,
-        });
-    }
-    let (acts, side, lanes) = (&*acts, &*side, &*lanes);
+    let (acts, side) = (&*acts, &*side);
     let kernel = config.kernels().q8;
     run.run(dest, ws, &|i, cols, values| {
         let w = &ws[i];
         let rows = Q8Rows {
             acts: W::acts(acts),
             side,
-            lanes,
             w: w.bytes,
             row_bytes: w.row_bytes,
             blocks: per_row,

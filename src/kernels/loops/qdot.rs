@@ -9,14 +9,15 @@
 //! * `Q4_0`·`Q8_0`: `sum += (isum · dw) · da`;
 //! * `Q8_0`·`Q8_0`: `sum += isum · (dw · da)`; `Q5_0`·`Q8_0`: `sum += (dw · da) · isum`;
 //! * `Q4_1`, `Q5_1`·`Q8_1`: `sum += ((dw · da) · isum + mw · sa)`;
-//! * `Q4_K`, `Q5_K`·`Q8_K`: eight integer lanes per block (value `e` in lane `e % 8`, each
-//!   `scale · q · a`), `lanes[l] += (dw · da) · lane[l]` across blocks, and per block
-//!   `sum −= (dminw · da) · Σ bsums·min`; at the end `sum += lanes[0]`, …, `lanes[7]`;
-//! * `Q6_K`·`Q8_K`: the same lanes without minima.
+//! * `Q4_K`, `Q5_K`·`Q8_K`: per block the integers `isum = Σ scale · q · a` and
+//!   `msum = Σ bsums · min`, then `sum += (dw · da) · isum − (dminw · da) · msum`;
+//! * `Q6_K`·`Q8_K`: `sum += (dw · da) · isum`.
 //!
-//! llama.cpp's own x86 SIMD dots accumulate the blocks in other orders (eight lanes with fused
-//! multiply-adds, the minima apart); the order above is this crate's definition, so its bits do
-//! not depend on the CPU.
+//! For the K-quants, llama.cpp's scalar code keeps eight float lanes per row (value `e` in lane
+//! `e % 8`), and its x86 SIMD dots accumulate the blocks in other orders again (eight lanes with
+//! fused multiply-adds, the minima apart). One float step per block, as for the 32-value
+//! formats, lets a vector loop hold a weight row in each lane (see `docs/design/kernels.md`).
+//! The order above is this crate's definition, so its bits do not depend on the CPU.
 //!
 //! **Exact mode** ([`exact_dots`]): f32 activations against the exactly decoded weight (a block
 //! at a time into a buffer on the stack, never a whole row): `Σ x[p]·w[p]` in 32 accumulators
@@ -56,17 +57,12 @@ pub(crate) trait Q8Act: Copy + Send + Sync + Default {
     fn qsum(&self) -> i32 {
         0
     }
-    /// This format's buffer in `s`, the side values' and the K-quant lanes'.
+    /// This format's buffer in `s`, and the side values'.
     fn buffers(s: &mut QScratch) -> Buffers<'_, Self>;
 }
 
-/// An activation format's buffers in a [`QScratch`]: its blocks, their [`Q8Side`]s and (the
-/// K-quants on x86) their [`KLanes`].
-pub(crate) type Buffers<'s, A> = (
-    &'s mut alloc::vec::Vec<A>,
-    &'s mut alloc::vec::Vec<Q8Side>,
-    &'s mut alloc::vec::Vec<KLanes>,
-);
+/// An activation format's buffers in a [`QScratch`]: its blocks and their [`Q8Side`]s.
+pub(crate) type Buffers<'s, A> = (&'s mut alloc::vec::Vec<A>, &'s mut alloc::vec::Vec<Q8Side>);
 
 /// The buffers a q8-mode product quantizes its activations into, kept by a caller that runs
 /// products back to back (a decoder's step) so that, once grown, they are reused instead of
@@ -77,7 +73,6 @@ pub(crate) struct QScratch {
     q8_1: alloc::vec::Vec<BlockQ8_1>,
     q8_k: alloc::vec::Vec<BlockQ8_K>,
     side: alloc::vec::Vec<Q8Side>,
-    lanes: alloc::vec::Vec<KLanes>,
 }
 
 impl Q8Act for BlockQ8_0 {
@@ -85,7 +80,7 @@ impl Q8Act for BlockQ8_0 {
         f16_to_f32(self.d)
     }
     fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
-        (&mut s.q8_0, &mut s.side, &mut s.lanes)
+        (&mut s.q8_0, &mut s.side)
     }
     fn qsum(&self) -> i32 {
         self.qs.iter().map(|&q| q as i32).sum()
@@ -97,7 +92,7 @@ impl Q8Act for BlockQ8_1 {
         f16_to_f32(self.d)
     }
     fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
-        (&mut s.q8_1, &mut s.side, &mut s.lanes)
+        (&mut s.q8_1, &mut s.side)
     }
     fn min(&self) -> f32 {
         f16_to_f32(self.s)
@@ -112,7 +107,7 @@ impl Q8Act for BlockQ8_K {
         self.d
     }
     fn buffers(s: &mut QScratch) -> Buffers<'_, Self> {
-        (&mut s.q8_k, &mut s.side, &mut s.lanes)
+        (&mut s.q8_k, &mut s.side)
     }
 }
 
@@ -136,26 +131,6 @@ impl Q8Side {
             min: a.min(),
             qsum: a.qsum(),
         }
-    }
-}
-
-/// A `Q8_K` activation block's quants rearranged once per call for the x86 K-quant loops
-/// (`qdot8k_x86`, which fills them), so that each four bytes hold values of one integer lane:
-/// byte `64c + 32h + 4s + t` is value `64c + 16h + s + 8·(t & 1) + 32·(t >> 1)` (lane `s`),
-/// its bits flipped by a format's `flip` (`0x80` gives `q + 128` as an unsigned byte).
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C, align(32))]
-pub(crate) struct KLanes(pub [u8; 256]);
-
-impl KLanes {
-    /// The block `a`'s quants in the lane order, each byte xor `flip`: the definition the
-    /// vector fill is tested against.
-    #[cfg(test)]
-    pub(crate) fn of(a: &BlockQ8_K, flip: u8) -> Self {
-        Self(core::array::from_fn(|i| {
-            let (c, h, s, t) = (i / 64, i / 32 % 2, i / 4 % 8, i % 4);
-            a.qs[64 * c + 16 * h + s + 8 * (t & 1) + 32 * (t >> 1)] as u8 ^ flip
-        }))
     }
 }
 
@@ -191,10 +166,6 @@ pub(crate) struct Q8Rows<'a> {
     /// the portable one reads the blocks themselves).
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pub side: &'a [Q8Side],
-    /// Each activation block's [`KLanes`], in the same order, where the call's format and CPU
-    /// have a loop that reads them; empty otherwise.
-    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
-    pub lanes: &'a [KLanes],
     /// The weight's bytes.
     pub w: &'a [u8],
     /// Bytes per weight row.
@@ -370,24 +341,14 @@ impl QDot for BlockQ5_1 {
     }
 }
 
-/// A K-quant block's integer parts against its activations: the eight lanes
-/// `Σ scale · q · a` (value `e` in lane `e % 8`) and `Σ bsums · min`.
+/// A K-quant block's integer dot with its activations: `Σ scale · q · a`.
 #[inline(always)]
-fn k_lanes(q: &[i32; 256], scale_of: impl Fn(usize) -> i32, a: &BlockQ8_K) -> [i32; 8] {
-    let mut lanes = [0i32; 8];
+fn k_isum(q: &[i32; 256], scale_of: impl Fn(usize) -> i32, a: &BlockQ8_K) -> i32 {
+    let mut isum = 0i32;
     for (e, (&q, &a)) in q.iter().zip(&a.qs).enumerate() {
-        lanes[e % 8] += scale_of(e) * (q * a as i32);
+        isum += scale_of(e) * (q * a as i32);
     }
-    lanes
-}
-
-/// The end of a K-quant row: `sum` (the minima's part) plus the eight lanes in order.
-#[inline(always)]
-fn k_finish(mut sum: f32, lanes: [f32; 8]) -> f32 {
-    for l in lanes {
-        sum += l;
-    }
-    sum
+    isum
 }
 
 /// `Σ bsums · min` of an activation block against a K-quant block's eight minima (each
@@ -409,19 +370,14 @@ fn k_min_dot<B: Block>(
     parts: impl Fn(&B) -> ([i32; 256], [u8; 8], [u8; 8], u16, u16),
 ) -> f32 {
     let mut sum = 0.0f32;
-    let mut lanes = [0.0f32; 8];
     for (wb, ab) in w.chunks_exact(B::BYTES).zip(a) {
         let (q, scales, mins, d, dmin) = parts(&B::read(wb));
-        let ints = k_lanes(&q, |e| scales[e / 32] as i32, ab);
-        let mins_sum = k_mins_sum(ab, &mins);
-        let dd = f16_to_f32(d) * ab.d;
-        for (l, &i) in lanes.iter_mut().zip(&ints) {
-            *l += dd * i as f32;
-        }
-        let dm = f16_to_f32(dmin) * ab.d;
-        sum -= dm * mins_sum as f32;
+        let isum = k_isum(&q, |e| scales[e / 32] as i32, ab);
+        let msum = k_mins_sum(ab, &mins);
+        let (dd, dm) = (f16_to_f32(d) * ab.d, f16_to_f32(dmin) * ab.d);
+        sum += dd * isum as f32 - dm * msum as f32;
     }
-    k_finish(sum, lanes)
+    sum
 }
 
 #[inline(always)]
@@ -478,17 +434,14 @@ impl QDot for BlockQ6_K {
         Q8Acts::Q6K(a)
     }
     fn dot_row(w: &[u8], a: &[BlockQ8_K]) -> f32 {
-        let mut lanes = [0.0f32; 8];
+        let mut sum = 0.0f32;
         for (wb, ab) in w.chunks_exact(Self::BYTES).zip(a) {
             let b = Self::read(wb);
             let q = b.quants().map(|q| q as i32);
-            let ints = k_lanes(&q, |e| b.scales[e / 16] as i32, ab);
-            let dd = f16_to_f32(b.d) * ab.d;
-            for (l, &i) in lanes.iter_mut().zip(&ints) {
-                *l += dd * i as f32;
-            }
+            let isum = k_isum(&q, |e| b.scales[e / 16] as i32, ab);
+            sum += (f16_to_f32(b.d) * ab.d) * isum as f32;
         }
-        k_finish(0.0, lanes)
+        sum
     }
 }
 
@@ -706,7 +659,7 @@ mod tests {
     }
 
     #[test]
-    fn q6_k_dot_sums_its_eight_lanes_after_the_blocks() {
+    fn q6_k_dot_is_its_blocks_isum_times_the_scales() {
         let mut w = BlockQ6_K {
             ql: [0; 128],
             qh: [0; 64],
@@ -724,17 +677,36 @@ mod tests {
     }
 
     #[test]
-    fn k_lanes_hold_four_values_of_one_lane_in_each_four_bytes() {
+    fn q4_k_dot_is_each_blocks_isum_less_its_minima_in_one_step() {
+        // Scales 1..=8 and minima 8..=1 (the 6-bit form of sub-blocks 0..4 only needs the
+        // low bytes; 4..8 take the high nibbles of bytes 8..12 and the top bits of 0..8).
+        let (sc, mn): ([u8; 8], [u8; 8]) = ([1, 2, 3, 4, 5, 6, 7, 8], [8, 7, 6, 5, 4, 3, 2, 1]);
+        let mut scales = [0u8; 12];
+        for j in 0..4 {
+            scales[j] = sc[j];
+            scales[j + 4] = mn[j];
+            scales[j + 8] = sc[j + 4] | mn[j + 4] << 4;
+        }
+        assert_eq!(k_scales_mins(&scales), (sc, mn));
+        let w = BlockQ4_K {
+            d: f32_to_f16(0.5),
+            dmin: f32_to_f16(0.25),
+            scales,
+            // Every value 3 (low nibbles) or 1 (high): sub-block 2c is 3s, 2c + 1 is 1s.
+            qs: [0x13; 128],
+        };
         let mut a = BlockQ8_K::ZERO;
-        a.qs = core::array::from_fn(|e| e as u8 as i8);
-        let lanes = KLanes::of(&a, 0x80);
-        assert_eq!(
-            lanes.0[..8],
-            [0x80, 0x88, 0xa0, 0xa8, 0x81, 0x89, 0xa1, 0xa9]
-        );
-        assert_eq!(lanes.0[32..36], [0x90, 0x98, 0xb0, 0xb8]);
-        // The last four: values 215, 223, 247, 255 (lane 7 of the last piece's second half).
-        assert_eq!(lanes.0[252..], [0x57, 0x5f, 0x77, 0x7f]);
+        a.d = 2.0;
+        a.qs = core::array::from_fn(|e| if e % 2 == 0 { 2 } else { -1 });
+        a.bsums = [8; 16];
+        // Σ scale·q·a: each sub-block of 32 sums a to 16, so Σ_j scale_j·q_j·16.
+        let isum: i32 = (0..8).map(|j| sc[j] as i32 * [3, 1][j % 2] * 16).sum();
+        // Σ bsums·min: two sums of 8 per minimum.
+        let msum: i32 = mn.iter().map(|&m| 16 * m as i32).sum();
+        assert_eq!((isum, msum), (1088, 576));
+        let want = (0.5 * 2.0) * isum as f32 - (0.25 * 2.0) * msum as f32;
+        assert_eq!(BlockQ4_K::dot_row(&w.to_le_bytes(), &[a]), want);
+        assert_eq!(want, 800.0);
     }
 
     #[test]

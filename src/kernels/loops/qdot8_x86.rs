@@ -24,7 +24,7 @@
 //! eight rows on are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on
 //! decode). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
 //! integer dots reduced at once and the float step in scalar code. The K-quants take
-//! `qdot8k_x86` (its lanes ask for a layout of their own).
+//! `qdot8k_x86`, on the same plan.
 
 use core::arch::x86_64::*;
 use core::ops::Range;
@@ -166,7 +166,7 @@ unsafe fn fifth_quad(q: [__m512i; 2], r: [*const u8; 4], at: usize) -> [__m512i;
 /// bytes `4k..4k + 4` of row `c` in its i32 `c`. AVX-512 F per the caller; each `p + c·rb + at`
 /// begins 16 readable bytes.
 #[inline(always)]
-unsafe fn transposed16(p: *const u8, rb: usize, at: usize) -> [__m512i; 4] {
+pub(super) unsafe fn transposed16(p: *const u8, rb: usize, at: usize) -> [__m512i; 4] {
     // SAFETY: as the caller promises; the rest is register-only.
     unsafe {
         let row = |c: usize| p.add(c * rb);
@@ -199,7 +199,7 @@ unsafe fn transposed16(p: *const u8, rb: usize, at: usize) -> [__m512i; 4] {
 /// The i32 at `p + c·rb + at` of the sixteen rows `c`, in i32 `c`. AVX-512 F per the caller;
 /// each `p + c·rb + at` begins four readable bytes.
 #[inline(always)]
-unsafe fn words16(p: *const u8, rb: usize, at: usize) -> __m512i {
+pub(super) unsafe fn words16(p: *const u8, rb: usize, at: usize) -> __m512i {
     // SAFETY: as the caller promises; the rest is register-only.
     unsafe {
         let r = |c: usize| core::ptr::read_unaligned(p.add(c * rb + at) as *const i32);
@@ -228,14 +228,26 @@ unsafe fn words16(p: *const u8, rb: usize, at: usize) -> __m512i {
 /// (a block's `d`), then the second (`Q4_1`'s and `Q5_1`'s `m`; quant bytes otherwise).
 /// AVX-512 F per the caller; each `p + c·rb` begins four readable bytes.
 #[inline(always)]
-unsafe fn halves16(p: *const u8, rb: usize) -> (__m512, __m512) {
+pub(super) unsafe fn halves16(p: *const u8, rb: usize) -> (__m512, __m512) {
     // SAFETY: as the caller promises; the rest is register-only.
     unsafe {
         let pairs = words16(p, rb, 0);
         (
-            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs)),
-            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(pairs))),
+            widen16(_mm512_cvtepi32_epi16(pairs)),
+            widen16(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(pairs))),
         )
+    }
+}
+
+/// Sixteen f16 widened, eight at a time (`vcvtph2ps` on 256 bits, which miri runs; the 512-bit
+/// form gives the same values). AVX-512 F and F16C per the caller.
+#[inline(always)]
+pub(super) unsafe fn widen16(h: __m256i) -> __m512 {
+    // SAFETY: register-only; the features per the caller.
+    unsafe {
+        let lo = _mm256_castps_pd(_mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+        let hi = _mm256_castps_pd(_mm256_cvtph_ps(_mm256_extracti128_si256::<1>(h)));
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castpd256_pd512(lo), hi))
     }
 }
 
@@ -536,13 +548,15 @@ unsafe fn min_step<V: FloatLanes>(sum: V, i: V, dw: V, mw: V, s: &Q8Side) -> V {
 /// A vector of f32 lanes: the operations of a q8 float step, each lane by lane and rounded
 /// once. Its methods may only run inside a function compiled with the vector's features (AVX
 /// for `__m256`, AVX-512 F for `__m512`), on a CPU that has them.
-trait FloatLanes: Copy {
+pub(super) trait FloatLanes: Copy {
     /// `x` in every lane.
     unsafe fn splat(x: f32) -> Self;
     /// `self + o`.
     unsafe fn add(self, o: Self) -> Self;
     /// `self · o`.
     unsafe fn mul(self, o: Self) -> Self;
+    /// `self − o`.
+    unsafe fn sub(self, o: Self) -> Self;
 }
 
 impl FloatLanes for __m256 {
@@ -561,6 +575,11 @@ impl FloatLanes for __m256 {
         // SAFETY: register-only; AVX per the caller.
         unsafe { _mm256_mul_ps(self, o) }
     }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        // SAFETY: register-only; AVX per the caller.
+        unsafe { _mm256_sub_ps(self, o) }
+    }
 }
 
 impl FloatLanes for __m512 {
@@ -578,6 +597,11 @@ impl FloatLanes for __m512 {
     unsafe fn mul(self, o: Self) -> Self {
         // SAFETY: register-only; AVX-512 F per the caller.
         unsafe { _mm512_mul_ps(self, o) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        // SAFETY: register-only; AVX-512 F per the caller.
+        unsafe { _mm512_sub_ps(self, o) }
     }
 }
 
@@ -689,7 +713,7 @@ pub(super) unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
 ///
 /// AVX2 and F16C; each `base + c·rb` begins four readable bytes.
 #[inline(always)]
-unsafe fn halves8(base: *const u8, rb: usize) -> (__m256, __m256) {
+pub(super) unsafe fn halves8(base: *const u8, rb: usize) -> (__m256, __m256) {
     // SAFETY: the loads read four bytes at each `base + c·rb`, as the caller promised; the
     // rest is register-only.
     unsafe {
@@ -830,10 +854,10 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
 }
 
 /// Weight rows one wide pass ([`sixteen`]) holds, one to each i32 of a 512-bit vector.
-const WIDE_ROWS: usize = 16;
+pub(super) const WIDE_ROWS: usize = 16;
 
 /// Activation rows one wide pass serves at most: their sums stay on the stack.
-const TILE: usize = 64;
+pub(super) const TILE: usize = 64;
 
 /// The fewest activation rows that take the wide passes: with fewer, transposing the weight
 /// blocks costs more than the lanes save.
@@ -1028,9 +1052,9 @@ unsafe fn formats<const WIDE: bool>(r: &Q8Rows<'_>, cols: Range<usize>, out: &mu
             Q8Acts::Q5_0(a) => columns::<Q5_0, WIDE>(r, a, cols, out),
             Q8Acts::Q4_1(a) => columns::<Q4_1, WIDE>(r, a, cols, out),
             Q8Acts::Q5_1(a) => columns::<Q5_1, WIDE>(r, a, cols, out),
-            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K>(r, a, cols, out),
-            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K>(r, a, cols, out),
-            Q8Acts::Q5K(a) => qdot8k_x86::columns::<Q5K>(r, a, cols, out),
+            Q8Acts::Q4K(a) => qdot8k_x86::columns::<Q4K, WIDE>(r, a, cols, out),
+            Q8Acts::Q6K(a) => qdot8k_x86::columns::<Q6K, WIDE>(r, a, cols, out),
+            Q8Acts::Q5K(a) => qdot8k_x86::columns::<Q5K, WIDE>(r, a, cols, out),
         }
     }
 }
@@ -1086,7 +1110,6 @@ mod tests {
         let r = Q8Rows {
             acts,
             side,
-            lanes: &[],
             w,
             row_bytes,
             blocks,

@@ -1,178 +1,76 @@
-//! The q8 mode's K-quant dots (`Q4_K`, `Q5_K`, `Q6_K` against `Q8_K`) on AVX2, with the
-//! portable bits. The AVX-512 variant runs them too.
+//! The q8 mode's K-quant dots (`Q4_K`, `Q5_K`, `Q6_K` against `Q8_K`) on AVX2 and AVX-512,
+//! with the portable bits.
 //!
-//! The portable order (`qdot.rs`) keeps eight integer lanes per block, value `e` in lane
-//! `e % 8`, each term `scale · q · a`, then steps eight float lanes `lanes[l] += (dw·da)·ints[l]`
-//! and (`Q4_K`, `Q5_K`) a scalar `sum −= (dminw·da)·Σ bsums·min`, and ends `sum += lanes[0]`,
-//! …, `lanes[7]`. The lanes' integers are exact in any order, so they are free to take the
-//! multiply-add instructions, provided that every i32 they leave gathers values of one lane:
+//! The portable order (`qdot.rs`) takes each block's integer dot `isum = Σ scale·q·a` (and,
+//! `Q4_K` and `Q5_K`, `msum = Σ bsums·min`) whole, then one float step per block. The integers
+//! are exact in any order, so they are free to take the multiply-add instructions:
 //!
-//! * **The lane order.** `vpmaddubsw` sums the products of two adjacent bytes, `vpmaddwd` two
-//!   adjacent i16 pairs, so an i32 holds the values of its four bytes. The activations are
-//!   rearranged once per call ([`KLanes`], filled here in AVX2) so that the four bytes of i32
-//!   `s` of each 32-byte half hold values `s`, `s + 8` of one piece of 32 values and `s`,
-//!   `s + 8` of the next: one lane, two scales (the i16 pair of `vpmaddwd`). A weight block is
-//!   rearranged the same way (`vpshufb`, `vpunpck*wd`, `vperm2i128`), so the eight i32 of
-//!   every product are the eight lanes in order and need no reduction. A byte-granular
-//!   permute across halves could gather four values of one scale instead, but AVX2 has none.
-//! * **The signs.** `vpmaddubsw` takes one side unsigned. `Q4_K`'s and `Q5_K`'s quants
-//!   (`0..16`, `0..32`) are that side; `Q6_K`'s (`−32..32`) are signed, so its activations are
-//!   stored as `a + 128` (unsigned for every byte, −128 included, where llama.cpp's sign trick
-//!   is not exact) and each block's lanes start from `−128 · Σ scale·q`, computed once with
-//!   the block. No pair saturates: `2·31·128` and `2·255·32` are below 2^15.
-//! * **The rows.** A weight block is rearranged once and dotted with up to [`ROWS`]
-//!   activation rows (prefill's many rows share it), each row's float lanes stepped block
-//!   after block with the portable operations in the portable order; the minima are reduced
-//!   eight rows at a time (`vphaddd`) and stepped in a vector, lane by lane as the portable
-//!   scalar. Every output has the portable bits. One row (decode) pays the rearrangement per
-//!   block, still below the multiplies it replaces.
-//!
-//! VNNI's `vpdpwssd` (the `vpmaddwd` and its add in one) measured no faster on Zen 4, where the
-//! multiplies' two pipes bound the loop either way, and miri cannot run it; so the AVX-512
-//! variant takes this loop as it is.
+//! * **The signs.** `vpmaddubsw` and `vpdpbusd` take one side unsigned: the weights' quants
+//!   (`0..16`, `0..32`, and `Q6_K`'s `0..64` before its offset of −32), against the signed
+//!   activations. `Q6_K`'s offset comes off per block as `32·Σ scale·bsums`, exact for every
+//!   activation byte, −128 included (llama.cpp's sign trick is not), given `bsums` that are
+//!   the sums of their sixteen quants, as `quantize_row_q8_K` leaves them (and only
+//!   `quant_linear`, which quantizes the activations itself, builds these operands). No pair
+//!   saturates: `2·63·128` is below 2^15.
+//! * **One activation row (decode), AVX2.** A weight row's block in its own order: 32 quants a
+//!   vector, `vpmaddubsw` against the activation's 32 bytes, `vpmaddwd` by the sub-block's
+//!   scale (broadcast by `vpshufb`), eight i32 partial sums per block, added up for the float
+//!   step. The weight rows go one after another: one stream of reads measured faster from
+//!   memory than eight rows side by side. For a few activation rows without AVX-512, eight
+//!   weight rows run side by side, their partial sums reduced into one vector (`vphaddd`), one
+//!   row to a lane.
+//! * **Many rows (prefill), AVX-512 VNNI.** Sixteen weight rows to the sixteen i32 lanes of a
+//!   vector, as the 32-value formats' wide pass: each block's quants transposed once per tile of
+//!   activation rows, so that vector `k` of a sub-block holds every row's values `4k..4k + 4`;
+//!   `vpdpbusd` against four activation bytes broadcast leaves each row's sub-block dot in its
+//!   lane, times its scale (`vpmulld`) into the block's `isum`. The minima (`Q4_K`, `Q5_K`) and
+//!   `Q6_K`'s offset go the same way, pairs of `bsums` against pairs of minima or scales
+//!   (`vpmaddwd`).
 
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::qdot::{q8_portable, KLanes, Q8Acts, Q8Rows};
-use super::qdot8_x86::hsum8;
-use crate::quant::{f16_to_f32, BlockQ8_K};
+use super::qdot::{q8_portable, Q8Rows};
+use super::qdot8_x86::{
+    halves16, halves8, hsum8, transposed16, words16, FloatLanes, TILE, WIDE_ROWS,
+};
+use crate::quant::BlockQ8_K;
 
-/// Activation rows one pass over a weight row serves: each weight block is rearranged once per
-/// pass, and the rows' running sums stay on the stack.
-const ROWS: usize = 16;
-// The minima go eight rows to a vector.
-const _: () = assert!(ROWS.is_multiple_of(8));
+/// The fewest activation rows that take the wide pass (below, eight rows in AVX2 lanes).
+const WIDE_FROM: usize = 2;
 
-/// One weight block in the activations' lane order ([`KLanes`]), with what its dots with every
-/// activation row share.
-pub(crate) struct Prepped {
-    /// Piece `c` (values `64c..64c + 64`), half `h`: the quants, as [`KQuant::SHIFTED`] says.
-    w: [[__m256i; 2]; 4],
-    /// Per i32 of `w[c][h]`: the i16 scale of its first two bytes, then of its last two.
-    s: [[__m256i; 2]; 4],
-    /// Where each block's integer lanes start: `−128 · Σ scale·q` where the activations are
-    /// `a + 128`, else zero.
-    start: __m256i,
-    /// `Q4_K`: `min[j / 2]` at i16 `j`, against the activation's `bsums`.
-    mins: __m256i,
-    /// The block's scale, widened.
-    d: f32,
-    /// `Q4_K`'s scale of the minima, widened.
-    dmin: f32,
-}
+/// Weight rows in the lanes of the AVX2 pass.
+const LANES: usize = 8;
 
-/// A K-quant format on this path. Its methods may only run inside a function compiled with
-/// AVX2, on a CPU that has it.
+/// How many passes of eight rows ahead the AVX2 pass asks for the weights.
+const AHEAD: usize = 2;
+
+/// A K-quant format on these paths. Its methods may only run inside a function compiled with
+/// AVX2 and F16C (and, for the `wide` ones, AVX-512 F, BW, VL and VNNI), on a CPU that has them.
 pub(crate) trait KQuant {
     /// Bytes per block.
     const BYTES: usize;
-    /// Whether the format has minima (`sum −= (dminw·da)·Σ bsums·min` per block).
+    /// Whether the format has minima (`msum`).
     const MINS: bool;
-    /// Whether the activation lanes are `a + 128` (the unsigned side of `vpmaddubsw`, the
-    /// quants signed) rather than `a` (the signed side, the quants unsigned).
-    const SHIFTED: bool;
-    /// The bits [`fill_lanes`] flips in the format's activations.
-    const FLIP: u8 = if Self::SHIFTED { 0x80 } else { 0 };
-    /// The block `b` (at least [`BYTES`](Self::BYTES) bytes) rearranged.
-    unsafe fn prep(b: &[u8]) -> Prepped;
-}
-
-/// The byte order, in each 128-bit half, that puts values `s` and `s + 8` side by side.
-#[inline(always)]
-unsafe fn pair_order() -> __m256i {
-    // SAFETY: register-only; AVX2 per the caller.
-    unsafe {
-        _mm256_setr_epi8(
-            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12,
-            5, 13, 6, 14, 7, 15,
-        )
-    }
-}
-
-/// The 32 bytes at `p` in the byte `order`.
-#[inline(always)]
-unsafe fn ordered(p: *const u8, order: __m256i) -> __m256i {
-    // SAFETY: the callers pass 32 readable bytes; AVX2 per the caller.
-    unsafe { _mm256_shuffle_epi8(_mm256_loadu_si256(p as *const __m256i), order) }
-}
-
-/// Two pieces of 32 values `x`, `y` (each in [`pair_order`]) as the halves of their
-/// [`KLanes`]: i32 `s` of half `h` holds `x`'s values `16h + s`, `16h + s + 8`, then `y`'s.
-#[inline(always)]
-unsafe fn interleave(x: __m256i, y: __m256i) -> [__m256i; 2] {
-    // SAFETY: register-only; AVX2 per the caller.
-    unsafe {
-        // Per 128-bit half (values 0..16, then 16..32): lanes 0..4, then 4..8.
-        let (u, v) = (_mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y));
-        [
-            _mm256_permute2x128_si256::<0x20>(u, v),
-            _mm256_permute2x128_si256::<0x31>(u, v),
-        ]
-    }
-}
-
-/// Fills `out` with the [`KLanes`] of `acts` where this CPU runs a loop that reads them (the
-/// K-quants with AVX2: `Q4_K`'s signed, `Q6_K`'s as `a + 128`), else leaves it empty. `false`
-/// where `out` could not grow.
-pub(crate) fn fill_lanes(acts: Q8Acts<'_>, out: &mut Vec<KLanes>) -> bool {
-    out.clear();
-    let (acts, flip) = match acts {
-        Q8Acts::Q4K(a) => (a, Q4K::FLIP),
-        Q8Acts::Q5K(a) => (a, Q5K::FLIP),
-        Q8Acts::Q6K(a) => (a, Q6K::FLIP),
-        _ => return true,
-    };
-    if !std::is_x86_feature_detected!("avx2") {
-        return true;
-    }
-    if out.try_reserve_exact(acts.len()).is_err() {
-        return false;
-    }
-    // SAFETY: the CPU has AVX2, as checked.
-    unsafe { lanes_avx2(acts, flip, out) };
-    true
-}
-
-/// [`KLanes::of`] of each block of `acts`, pushed to `out`: each piece of 64 values
-/// rearranged as a weight's are ([`interleave`]).
-#[target_feature(enable = "avx2")]
-unsafe fn lanes_avx2(acts: &[BlockQ8_K], flip: u8, out: &mut Vec<KLanes>) {
-    let (order, flip) = (pair_order(), _mm256_set1_epi8(flip as i8));
-    for a in acts {
-        let mut l = KLanes([0; 256]);
-        let (q, o) = (a.qs.as_ptr() as *const u8, l.0.as_mut_ptr() as *mut __m256i);
-        for c in 0..4 {
-            // SAFETY: `q` is 256 bytes and `o` 256 bytes aligned to 32; the rest is
-            // register-only with AVX2.
-            unsafe {
-                let halves = interleave(
-                    ordered(q.add(64 * c), order),
-                    ordered(q.add(64 * c + 32), order),
-                );
-                _mm256_store_si256(o.add(2 * c), _mm256_xor_si256(halves[0], flip));
-                _mm256_store_si256(o.add(2 * c + 1), _mm256_xor_si256(halves[1], flip));
-            }
-        }
-        out.push(l);
-    }
-}
-
-/// Sixteen i16 as eight pairs, pair `k` in every i32 of `out[k]`.
-#[inline(always)]
-unsafe fn broadcast_pairs(v: __m256i) -> [__m256i; 8] {
-    let mut out = [v; 8];
-    for (k, o) in out.iter_mut().enumerate() {
-        // SAFETY: register-only; AVX2 per the caller.
-        *o = unsafe { _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(k as i32)) };
-    }
-    out
-}
-
-/// An f16 at `b[at..at + 2]`, widened.
-#[inline(always)]
-fn half(b: &[u8], at: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
+    /// Where four bytes whose second half is the block's `d` begin (the first half is
+    /// `Q4_K`'s and `Q5_K`'s `d` as well, then `dmin`).
+    const HALVES: usize;
+    /// The eight i32 partial sums of block `b`'s `isum` against the activation block `a`
+    /// (`b` begins [`BYTES`](Self::BYTES) readable bytes).
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i;
+    /// The eight i32 partial sums of block `b`'s `msum` against `a` (zero without minima).
+    unsafe fn mins8(b: *const u8, a: &BlockQ8_K) -> __m256i;
+    /// The `isum`s (and `msum`s: `msums[g]`, without minima untouched) of sixteen weight rows'
+    /// block at `p` (row `c` at `p + c·rb`) against activation block `b` of each of the `rows`
+    /// rows of `acts` (`blocks` a row), row `g`'s into `isums[g]`, one weight row to a lane.
+    unsafe fn wide(
+        p: *const u8,
+        rb: usize,
+        acts: (&[BlockQ8_K], usize, usize),
+        rows: usize,
+        isums: &mut [__m512i; TILE],
+        msums: &mut [__m512i; TILE],
+    );
 }
 
 /// `Q4_K`'s eight 6-bit scales and eight minima from its twelve bytes, each as eight bytes
@@ -187,6 +85,13 @@ fn k4_scales(s: &[u8]) -> (u64, u64) {
     (scales, mins)
 }
 
+/// The twelve bytes at `b + 4` (a `Q4_K` or `Q5_K` block's scales and minima).
+#[inline(always)]
+unsafe fn twelve(b: *const u8) -> [u8; 12] {
+    // SAFETY: the caller passes a block, whose scales are the twelve bytes from 4.
+    unsafe { core::ptr::read_unaligned(b.add(4) as *const [u8; 12]) }
+}
+
 /// `0x10` in each byte of `fifth` whose bit `k` is set.
 #[inline(always)]
 unsafe fn fifth_bit(fifth: __m256i, k: usize) -> __m256i {
@@ -198,44 +103,212 @@ unsafe fn fifth_bit(fifth: __m256i, k: usize) -> __m256i {
     }
 }
 
-/// A `Q4_K` or (`FIFTH`) `Q5_K` block `b` rearranged: `d`, `dmin`, twelve bytes of 6-bit
-/// scales and minima, with `FIFTH` 32 bytes of fifth bits (bits `2c`, `2c + 1` of byte `p`
-/// for values `64c + p`, `64c + 32 + p`), then 128 bytes of nibbles.
+/// The i16 `j` of each 128-bit half of `v` in all eight i16 of that half.
 #[inline(always)]
-unsafe fn min_prep<const FIFTH: bool>(b: &[u8]) -> Prepped {
-    let qs = if FIFTH { 48 } else { 16 };
-    debug_assert!(b.len() >= qs + 128);
-    let (scales, mins) = k4_scales(&b[4..16]);
-    // SAFETY: `b` is a block (its 128 quant bytes from `qs`, with `FIFTH` its 32 bytes of fifth
-    // bits from 16); the rest is register-only with AVX2 per the caller.
+unsafe fn spread16(v: __m256i, j: usize) -> __m256i {
+    // SAFETY: register-only; AVX2 per the caller.
     unsafe {
-        let (order, low) = (pair_order(), _mm256_set1_epi8(0x0f));
-        let fifth = ordered(b.as_ptr().add(16), order);
-        // Pair c: the scales of sub-blocks 2c and 2c + 1.
-        let pairs = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
-        let pairs = broadcast_pairs(_mm256_castsi128_si256(pairs));
-        let mut w = [[_mm256_setzero_si256(); 2]; 4];
-        let mut s = w;
+        let pair = (2 * j) as i16 | ((2 * j + 1) as i16) << 8;
+        _mm256_shuffle_epi8(v, _mm256_set1_epi16(pair))
+    }
+}
+
+/// The 32 bytes at `p`.
+#[inline(always)]
+unsafe fn load(p: *const u8) -> __m256i {
+    // SAFETY: the callers pass 32 readable bytes.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+/// `Q4_K` or (`FIFTH`) `Q5_K` block `b` against `a`: `d`, `dmin`, twelve bytes of 6-bit scales
+/// and minima, with `FIFTH` 32 bytes of fifth bits (bits `2c`, `2c + 1` of byte `p` for values
+/// `64c + p`, `64c + 32 + p`), then 128 bytes of nibbles (byte `32c + p`: value `64c + p` low,
+/// `64c + 32 + p` high).
+#[inline(always)]
+unsafe fn min_ints8<const FIFTH: bool>(b: *const u8, a: &BlockQ8_K) -> __m256i {
+    let qs = if FIFTH { 48 } else { 16 };
+    let (scales, _) = k4_scales(&{
+        // SAFETY: `b` is a block.
+        unsafe { twelve(b) }
+    });
+    // SAFETY: `b` is a block (its quant bytes from `qs`, with `FIFTH` its fifth bits from 16)
+    // and `a.qs` 256 bytes; the rest is register-only with AVX2 per the caller.
+    unsafe {
+        let low = _mm256_set1_epi8(0x0f);
+        // The eight scales as i16, in each half.
+        let sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
+        let sc = _mm256_set_m128i(sc, sc);
+        let fifth = if FIFTH {
+            load(b.add(16))
+        } else {
+            _mm256_setzero_si256()
+        };
+        let act = a.qs.as_ptr() as *const u8;
+        let mut acc = [_mm256_setzero_si256(); 2];
         for c in 0..4 {
-            let bytes = ordered(b.as_ptr().add(qs + 32 * c), order);
-            // Values 64c + p in the low nibbles (scale 2c), 64c + 32 + p in the high ones.
+            let bytes = load(b.add(qs + 32 * c));
             let mut x = _mm256_and_si256(bytes, low);
             let mut y = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), low);
             if FIFTH {
                 x = _mm256_or_si256(x, fifth_bit(fifth, 2 * c));
                 y = _mm256_or_si256(y, fifth_bit(fifth, 2 * c + 1));
             }
-            w[c] = interleave(x, y);
-            s[c] = [pairs[c], pairs[c]];
+            let px = _mm256_maddubs_epi16(x, load(act.add(64 * c)));
+            let py = _mm256_maddubs_epi16(y, load(act.add(64 * c + 32)));
+            acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(px, spread16(sc, 2 * c)));
+            acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(py, spread16(sc, 2 * c + 1)));
         }
+        _mm256_add_epi32(acc[0], acc[1])
+    }
+}
+
+/// `Σ bsums·min` of `Q4_K`/`Q5_K` block `b` against `a` as eight i32 partial sums.
+#[inline(always)]
+unsafe fn min_mins8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+    let (_, mins) = k4_scales(&{
+        // SAFETY: `b` is a block.
+        unsafe { twelve(b) }
+    });
+    // SAFETY: `bsums` is sixteen i16; the rest is register-only with AVX2 per the caller.
+    unsafe {
+        // Minimum `j / 2` at i16 `j`.
         let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
-        Prepped {
-            w,
-            s,
-            start: _mm256_setzero_si256(),
-            mins: _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m)),
-            d: half(b, 0),
-            dmin: half(b, 2),
+        let m = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
+        _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), m)
+    }
+}
+
+/// The sixteen rows' 6-bit scales (`j < 8`: `S[j]`) and minima (`M[j]`) of `Q4_K`/`Q5_K` blocks
+/// at `p + c·rb`, one row to an i32 (`quant::scale_min_k4` in each lane).
+#[inline(always)]
+unsafe fn k4_scales16(p: *const u8, rb: usize) -> ([__m512i; 8], [__m512i; 8]) {
+    // SAFETY: each `p + c·rb` begins a block, its twelve scale bytes from 4; the rest is
+    // register-only with AVX-512 F per the caller.
+    unsafe {
+        let (u0, u1, u2) = (words16(p, rb, 4), words16(p, rb, 8), words16(p, rb, 12));
+        let v = |x: i32| _mm512_set1_epi32(x);
+        let (six, four, two) = (v(0x3f3f_3f3f), v(0x0f0f_0f0f), v(0x0303_0303));
+        let and = |a, b| _mm512_and_si512(a, b);
+        let high = |u, x| {
+            _mm512_or_si512(
+                and(x, four),
+                _mm512_slli_epi32::<4>(and(_mm512_srli_epi32::<6>(u), two)),
+            )
+        };
+        let s = [and(u0, six), high(u0, u2)];
+        let m = [and(u1, six), high(u1, _mm512_srli_epi32::<4>(u2))];
+        let byte = |w: __m512i, t: usize| {
+            let w = match t {
+                0 => w,
+                1 => _mm512_srli_epi32::<8>(w),
+                2 => _mm512_srli_epi32::<16>(w),
+                _ => _mm512_srli_epi32::<24>(w),
+            };
+            and(w, v(0xff))
+        };
+        let mut scales = [_mm512_setzero_si512(); 8];
+        let mut mins = scales;
+        for j in 0..8 {
+            scales[j] = byte(s[j / 4], j % 4);
+            mins[j] = byte(m[j / 4], j % 4);
+        }
+        (scales, mins)
+    }
+}
+
+/// The eight i32 partial dots of `vpdpbusd` over four vectors `q` (values `4k..4k + 4` of each
+/// lane's row) against the activation bytes at `a` (sixteen, four to a broadcast), in two
+/// chains for the latency.
+#[inline(always)]
+unsafe fn dot16(q: &[__m512i], a: *const u8, acc: [__m512i; 2]) -> [__m512i; 2] {
+    // SAFETY: the callers pass `4·q.len()` readable bytes at `a`; register-only otherwise, with
+    // AVX-512 VNNI per the caller.
+    unsafe {
+        let mut acc = acc;
+        for (k, &q) in q.iter().enumerate() {
+            let four = core::ptr::read_unaligned(a.add(4 * k) as *const i32);
+            acc[k % 2] = _mm512_dpbusd_epi32(acc[k % 2], q, _mm512_set1_epi32(four));
+        }
+        acc
+    }
+}
+
+/// `Σ_q pairs[q]·(bsums[2q], bsums[2q + 1])` (`vpmaddwd`, one i16 pair of each lane's row in
+/// `pairs[q]`), for the activation block `a`.
+#[inline(always)]
+unsafe fn bsum_pairs(pairs: &[__m512i; 8], a: &BlockQ8_K) -> __m512i {
+    // SAFETY: `bsums` is sixteen i16; the rest is register-only with AVX-512 BW per the caller.
+    unsafe {
+        let bs = a.bsums.as_ptr() as *const i32;
+        let mut acc = [_mm512_setzero_si512(); 2];
+        for (q, &pair) in pairs.iter().enumerate() {
+            let two = _mm512_set1_epi32(core::ptr::read_unaligned(bs.add(q)));
+            acc[q % 2] = _mm512_add_epi32(acc[q % 2], _mm512_madd_epi16(pair, two));
+        }
+        _mm512_add_epi32(acc[0], acc[1])
+    }
+}
+
+/// The wide pass of `Q4_K` or (`FIFTH`) `Q5_K`: see [`KQuant::wide`].
+#[inline(always)]
+unsafe fn min_wide<const FIFTH: bool>(
+    p: *const u8,
+    rb: usize,
+    (acts, blocks, b): (&[BlockQ8_K], usize, usize),
+    rows: usize,
+    isums: &mut [__m512i; TILE],
+    msums: &mut [__m512i; TILE],
+) {
+    let qs = if FIFTH { 48 } else { 16 };
+    // SAFETY: each `p + c·rb` begins a block; the activation blocks are read through bounds
+    // checks; the rest is register-only with the features per the caller.
+    unsafe {
+        let (scales, mins) = k4_scales16(p, rb);
+        // Both bytes of each i32 pair `q`: minimum `q`, for `bsums[2q]` and `bsums[2q + 1]`.
+        let pairs = mins.map(|m| _mm512_or_si512(m, _mm512_slli_epi32::<16>(m)));
+        // Half `s` of each row's fifth bits (bytes `16s..16s + 16`), transposed.
+        let fifth = if FIFTH {
+            [transposed16(p, rb, 16), transposed16(p, rb, 32)]
+        } else {
+            [[_mm512_setzero_si512(); 4]; 2]
+        };
+        let low = _mm512_set1_epi8(0x0f);
+        for c in 0..4 {
+            // Values 64c + 16s + 4k + t (`x`) and 64c + 32 + 16s + 4k + t (`y`) at [4s + k].
+            let mut x = [_mm512_setzero_si512(); 8];
+            let mut y = x;
+            for s in 0..2 {
+                let t = transposed16(p, rb, qs + 32 * c + 16 * s);
+                for k in 0..4 {
+                    x[4 * s + k] = _mm512_and_si512(t[k], low);
+                    y[4 * s + k] = _mm512_and_si512(_mm512_srli_epi16::<4>(t[k]), low);
+                    if FIFTH {
+                        let bit = _mm512_set1_epi8(0x10);
+                        let f = fifth[s][k];
+                        let lo = _mm512_test_epi8_mask(f, _mm512_set1_epi8(1 << (2 * c)));
+                        let hi = _mm512_test_epi8_mask(f, _mm512_set1_epi8(2 << (2 * c)));
+                        x[4 * s + k] = _mm512_mask_add_epi8(x[4 * s + k], lo, x[4 * s + k], bit);
+                        y[4 * s + k] = _mm512_mask_add_epi8(y[4 * s + k], hi, y[4 * s + k], bit);
+                    }
+                }
+            }
+            for (g, isum) in isums.iter_mut().take(rows).enumerate() {
+                let a = (acts[g * blocks + b].qs.as_ptr() as *const u8).add(64 * c);
+                let zero = [_mm512_setzero_si512(); 2];
+                let dx = dot16(&x, a, zero);
+                let dy = dot16(&y, a.add(32), zero);
+                let dx = _mm512_mullo_epi32(_mm512_add_epi32(dx[0], dx[1]), scales[2 * c]);
+                let dy = _mm512_mullo_epi32(_mm512_add_epi32(dy[0], dy[1]), scales[2 * c + 1]);
+                let d = _mm512_add_epi32(dx, dy);
+                *isum = if c == 0 {
+                    d
+                } else {
+                    _mm512_add_epi32(*isum, d)
+                };
+            }
+        }
+        for (g, msum) in msums.iter_mut().take(rows).enumerate() {
+            *msum = bsum_pairs(&pairs, &acts[g * blocks + b]);
         }
     }
 }
@@ -246,12 +319,28 @@ pub(crate) struct Q4K;
 impl KQuant for Q4K {
     const BYTES: usize = crate::quant::BlockQ4_K::BYTES;
     const MINS: bool = true;
-    const SHIFTED: bool = false;
+    const HALVES: usize = 0;
     #[inline(always)]
-    unsafe fn prep(b: &[u8]) -> Prepped {
-        debug_assert!(b.len() >= Self::BYTES);
-        // SAFETY: `b` is a block; AVX2 per the caller.
-        unsafe { min_prep::<false>(b) }
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+        // SAFETY: as the trait's contract.
+        unsafe { min_ints8::<false>(b, a) }
+    }
+    #[inline(always)]
+    unsafe fn mins8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+        // SAFETY: as the trait's contract.
+        unsafe { min_mins8(b, a) }
+    }
+    #[inline(always)]
+    unsafe fn wide(
+        p: *const u8,
+        rb: usize,
+        acts: (&[BlockQ8_K], usize, usize),
+        rows: usize,
+        isums: &mut [__m512i; TILE],
+        msums: &mut [__m512i; TILE],
+    ) {
+        // SAFETY: as the trait's contract.
+        unsafe { min_wide::<false>(p, rb, acts, rows, isums, msums) }
     }
 }
 
@@ -261,41 +350,57 @@ pub(crate) struct Q5K;
 impl KQuant for Q5K {
     const BYTES: usize = crate::quant::BlockQ5_K::BYTES;
     const MINS: bool = true;
-    const SHIFTED: bool = false;
+    const HALVES: usize = 0;
     #[inline(always)]
-    unsafe fn prep(b: &[u8]) -> Prepped {
-        debug_assert!(b.len() >= Self::BYTES);
-        // SAFETY: `b` is a block; AVX2 per the caller.
-        unsafe { min_prep::<true>(b) }
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+        // SAFETY: as the trait's contract.
+        unsafe { min_ints8::<true>(b, a) }
+    }
+    #[inline(always)]
+    unsafe fn mins8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+        // SAFETY: as the trait's contract.
+        unsafe { min_mins8(b, a) }
+    }
+    #[inline(always)]
+    unsafe fn wide(
+        p: *const u8,
+        rb: usize,
+        acts: (&[BlockQ8_K], usize, usize),
+        rows: usize,
+        isums: &mut [__m512i; TILE],
+        msums: &mut [__m512i; TILE],
+    ) {
+        // SAFETY: as the trait's contract.
+        unsafe { min_wide::<true>(p, rb, acts, rows, isums, msums) }
     }
 }
 
-/// `Q6_K`: 128 bytes of low nibbles, 64 of high bit pairs, sixteen i8 scales, `d`.
+/// `Q6_K`: 128 bytes of low nibbles, 64 of high bit pairs, sixteen i8 scales, `d`. Value
+/// `128h + 32i + p` (`p < 32`) is nibble `i / 2` of `ql[64h + 32·(i % 2) + p]` with bits
+/// `2i, 2i + 1` of `qh[32h + p]` above it, less 32; its scale is `scales[(128h + 32i + p) / 16]`.
 pub(crate) struct Q6K;
 
 impl KQuant for Q6K {
     const BYTES: usize = crate::quant::BlockQ6_K::BYTES;
     const MINS: bool = false;
-    const SHIFTED: bool = true;
+    // The last two scales, then `d`.
+    const HALVES: usize = 206;
     #[inline(always)]
-    unsafe fn prep(b: &[u8]) -> Prepped {
-        debug_assert!(b.len() >= Self::BYTES);
-        // SAFETY: `b` is a block (`ql` at 0, `qh` at 128, the scales at 192); the rest is
-        // register-only with AVX2 per the caller.
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+        // SAFETY: `b` is a block (`ql` at 0, `qh` at 128, the scales at 192) and `a.qs` 256
+        // bytes; the rest is register-only with AVX2 per the caller.
         unsafe {
-            let (p, order) = (b.as_ptr(), pair_order());
-            let (low, two, off) = (
-                _mm256_set1_epi8(0x0f),
-                _mm256_set1_epi8(0x30),
-                _mm256_set1_epi8(32),
-            );
-            let mut w = [[_mm256_setzero_si256(); 2]; 4];
+            let (low, two) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+            let scales = _mm_loadu_si128(b.add(192) as *const __m128i);
+            // Scale j as i16 j.
+            let sc = _mm256_cvtepi8_epi16(scales);
+            let act = a.qs.as_ptr() as *const u8;
+            let mut acc = [_mm256_setzero_si256(); 2];
             for h in 0..2 {
-                let ql0 = ordered(p.add(64 * h), order);
-                let ql1 = ordered(p.add(64 * h + 32), order);
-                let qh = ordered(p.add(128 + 32 * h), order);
-                // Values 128h + 32k + p for k = 0..4 (the high bit pairs of qh[p] in order).
-                let mut v = [
+                let ql0 = load(b.add(64 * h));
+                let ql1 = load(b.add(64 * h + 32));
+                let qh = load(b.add(128 + 32 * h));
+                let v = [
                     _mm256_or_si256(
                         _mm256_and_si256(ql0, low),
                         _mm256_and_si256(_mm256_slli_epi16::<4>(qh), two),
@@ -313,199 +418,331 @@ impl KQuant for Q6K {
                         _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two),
                     ),
                 ];
-                for v in &mut v {
-                    *v = _mm256_sub_epi8(*v, off);
-                }
-                w[2 * h] = interleave(v[0], v[1]);
-                w[2 * h + 1] = interleave(v[2], v[3]);
-            }
-            // Piece c's values 64c + 16h + p (scale 4c + h) and 64c + 32 + 16h + p (4c + 2 + h):
-            // pair 2c + h of the scales in the order 0, 2, 1, 3 within each four.
-            let scales = _mm_loadu_si128(p.add(192) as *const __m128i);
-            let scales = _mm_shuffle_epi8(
-                scales,
-                _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15),
-            );
-            let pairs = broadcast_pairs(_mm256_cvtepi8_epi16(scales));
-            let mut s = [[_mm256_setzero_si256(); 2]; 4];
-            for (c, s) in s.iter_mut().enumerate() {
-                *s = [pairs[2 * c], pairs[2 * c + 1]];
-            }
-            let (shift, mut sum) = (_mm256_set1_epi8(-128), _mm256_setzero_si256());
-            for (w, s) in w.iter().zip(&s) {
-                for (&w, &s) in w.iter().zip(s) {
-                    let q = _mm256_maddubs_epi16(shift, w);
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(q, s));
+                for (i, &v) in v.iter().enumerate() {
+                    // Scales 2m and 2m + 1 (m = 4h + i) in every i32, then the first in the
+                    // low half's i16, the second in the high half's.
+                    let m = _mm256_set1_epi32((4 * h + i) as i32);
+                    let pair = _mm256_permutevar8x32_epi32(sc, m);
+                    let s = _mm256_shuffle_epi8(
+                        pair,
+                        _mm256_setr_epi8(
+                            0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
+                            2, 3, 2, 3, 2, 3, 2, 3,
+                        ),
+                    );
+                    let q = _mm256_maddubs_epi16(v, load(act.add(128 * h + 32 * i)));
+                    acc[i % 2] = _mm256_add_epi32(acc[i % 2], _mm256_madd_epi16(q, s));
                 }
             }
-            Prepped {
-                w,
-                s,
-                start: _mm256_sub_epi32(_mm256_setzero_si256(), sum),
-                mins: _mm256_setzero_si256(),
-                d: half(b, 208),
-                dmin: 0.0,
+            // The offset: 32·Σ scale·bsums.
+            let offset = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), sc);
+            _mm256_sub_epi32(
+                _mm256_add_epi32(acc[0], acc[1]),
+                _mm256_slli_epi32::<5>(offset),
+            )
+        }
+    }
+    #[inline(always)]
+    unsafe fn mins8(_: *const u8, _: &BlockQ8_K) -> __m256i {
+        // SAFETY: register-only; AVX per the caller.
+        unsafe { _mm256_setzero_si256() }
+    }
+    #[inline(always)]
+    unsafe fn wide(
+        p: *const u8,
+        rb: usize,
+        (acts, blocks, b): (&[BlockQ8_K], usize, usize),
+        rows: usize,
+        isums: &mut [__m512i; TILE],
+        _: &mut [__m512i; TILE],
+    ) {
+        // SAFETY: each `p + c·rb` begins a block (`ql` at 0, `qh` at 128, the scales at 192);
+        // the activation blocks are read through bounds checks; the rest is register-only with
+        // the features per the caller.
+        unsafe {
+            // Scale j of each row, sign-extended into its i32, and the pairs (2q, 2q + 1) as
+            // i16 pairs.
+            let mut scales = [_mm512_setzero_si512(); 16];
+            let mut pairs = [_mm512_setzero_si512(); 8];
+            for w in 0..4 {
+                let word = words16(p, rb, 192 + 4 * w);
+                // Byte t to the top, then back with its sign.
+                scales[4 * w] = _mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(word));
+                scales[4 * w + 1] = _mm512_srai_epi32::<24>(_mm512_slli_epi32::<16>(word));
+                scales[4 * w + 2] = _mm512_srai_epi32::<24>(_mm512_slli_epi32::<8>(word));
+                scales[4 * w + 3] = _mm512_srai_epi32::<24>(word);
+                for t in 0..2 {
+                    let (lo, hi) = (scales[4 * w + 2 * t], scales[4 * w + 2 * t + 1]);
+                    pairs[2 * w + t] = _mm512_or_si512(
+                        _mm512_and_si512(lo, _mm512_set1_epi32(0xffff)),
+                        _mm512_slli_epi32::<16>(hi),
+                    );
+                }
+            }
+            let (low, two) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x30));
+            for h in 0..2 {
+                for s in 0..2 {
+                    // Values 128h + 32i + 16s + 4k + t at [i][k].
+                    let ql0 = transposed16(p, rb, 64 * h + 16 * s);
+                    let ql1 = transposed16(p, rb, 64 * h + 32 + 16 * s);
+                    let qh = transposed16(p, rb, 128 + 32 * h + 16 * s);
+                    let mut v = [[_mm512_setzero_si512(); 4]; 4];
+                    for k in 0..4 {
+                        let hb = |x: __m512i| _mm512_and_si512(x, two);
+                        v[0][k] = _mm512_or_si512(
+                            _mm512_and_si512(ql0[k], low),
+                            hb(_mm512_slli_epi16::<4>(qh[k])),
+                        );
+                        v[1][k] = _mm512_or_si512(
+                            _mm512_and_si512(ql1[k], low),
+                            hb(_mm512_slli_epi16::<2>(qh[k])),
+                        );
+                        v[2][k] = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(ql0[k]), low),
+                            hb(qh[k]),
+                        );
+                        v[3][k] = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(ql1[k]), low),
+                            hb(_mm512_srli_epi16::<2>(qh[k])),
+                        );
+                    }
+                    let first = h == 0 && s == 0;
+                    for (g, isum) in isums.iter_mut().take(rows).enumerate() {
+                        let a = acts[g * blocks + b].qs.as_ptr() as *const u8;
+                        let mut d = _mm512_setzero_si512();
+                        for (i, v) in v.iter().enumerate() {
+                            let at = 128 * h + 32 * i + 16 * s;
+                            let x = dot16(v, a.add(at), [_mm512_setzero_si512(); 2]);
+                            let x = _mm512_add_epi32(x[0], x[1]);
+                            d = _mm512_add_epi32(d, _mm512_mullo_epi32(x, scales[at / 16]));
+                        }
+                        *isum = if first { d } else { _mm512_add_epi32(*isum, d) };
+                    }
+                }
+            }
+            for (g, isum) in isums.iter_mut().take(rows).enumerate() {
+                let offset = bsum_pairs(&pairs, &acts[g * blocks + b]);
+                *isum = _mm512_sub_epi32(*isum, _mm512_slli_epi32::<5>(offset));
             }
         }
     }
 }
 
-/// The eight integer lanes of the block `p` against the activation block's lanes `a`:
-/// `vpmaddubsw`, then `vpmaddwd` and an add.
+/// The portable step of a block for a vector of weight rows: `sum + ((dw·da)·isum −
+/// (dminw·da)·msum)`, or without minima `sum + (dw·da)·isum`, lane by lane.
 #[inline(always)]
-unsafe fn ints<K: KQuant>(p: &Prepped, a: &KLanes) -> __m256i {
-    // SAFETY: `a` is 256 bytes aligned to 32 (`KLanes`); the rest is register-only with AVX2
-    // per the caller.
+unsafe fn step<K: KQuant, V: FloatLanes>(sum: V, isum: V, msum: V, dw: V, dmin: V, da: f32) -> V {
+    // SAFETY: register-only; the caller runs with `V`'s features.
     unsafe {
-        let a = a.0.as_ptr() as *const __m256i;
-        // Two chains, one per half, for the latency of the multiply-adds.
-        let mut acc = [p.start, _mm256_setzero_si256()];
-        for c in 0..4 {
-            for (h, acc) in acc.iter_mut().enumerate() {
-                let a = _mm256_load_si256(a.add(2 * c + h));
-                let w = p.w[c][h];
-                let q = if K::SHIFTED {
-                    _mm256_maddubs_epi16(a, w)
-                } else {
-                    _mm256_maddubs_epi16(w, a)
-                };
-                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(q, p.s[c][h]));
-            }
+        let da = V::splat(da);
+        let scaled = dw.mul(da).mul(isum);
+        if K::MINS {
+            sum.add(scaled.sub(dmin.mul(da).mul(msum)))
+        } else {
+            sum.add(scaled)
         }
-        _mm256_add_epi32(acc[0], acc[1])
     }
 }
 
-/// `Σ bsums·min` of the activation block `a` against the block `p`'s minima.
+/// Eight weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks) against one
+/// activation row (`acts`, `blocks` blocks), one row to each lane; `out[c·stride]` gets
+/// column `c`. `ahead`: where the rows [`AHEAD`] passes on begin (perhaps past the end: only
+/// prefetched, at the pace this pass reads its own). AVX2 and F16C per the caller.
 #[inline(always)]
-unsafe fn mins_sum(p: &Prepped, a: &BlockQ8_K) -> i32 {
-    // SAFETY: `bsums` is sixteen i16; the rest is register-only with AVX2 per the caller.
-    unsafe {
-        let v = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), p.mins);
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)))
-    }
-}
-
-/// The minima's step of the eight rows from `row` at once, lane `t` for row `row + t`:
-/// `sums −= (dminw·da)·Σ bsums·min` with block `b` of each row (`blocks` a row in `acts`).
-#[inline(always)]
-unsafe fn mins_step8(
-    p: &Prepped,
-    acts: &[BlockQ8_K],
-    blocks: usize,
-    b: usize,
-    row: usize,
-    sums: __m256,
-) -> __m256 {
-    let a: [&BlockQ8_K; 8] = core::array::from_fn(|t| &acts[(row + t) * blocks + b]);
-    // SAFETY: each `bsums` is sixteen i16; the rest is register-only with AVX2 per the caller.
-    unsafe {
-        let mut v = [_mm256_setzero_si256(); 8];
-        for (v, a) in v.iter_mut().zip(a) {
-            *v = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), p.mins);
-        }
-        let da = _mm256_setr_ps(
-            a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d,
-        );
-        let dm = _mm256_mul_ps(_mm256_set1_ps(p.dmin), da);
-        _mm256_sub_ps(sums, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(hsum8(v))))
-    }
-}
-
-/// One row's end, as the portable row's: `sum` plus the eight float lanes in order.
-#[inline(always)]
-unsafe fn finish(mut sum: f32, lanes: __m256) -> f32 {
-    let mut l = [0.0f32; 8];
-    // SAFETY: a store to a local array of eight f32; AVX per the caller.
-    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), lanes) };
-    for l in l {
-        sum += l;
-    }
-    sum
-}
-
-/// The activation rows `rows` (at most [`ROWS`]) of weight row `w` (`blocks` whole blocks)
-/// into `out[g]` for row `rows.start + g`.
-#[inline(always)]
-unsafe fn pass<K: KQuant>(
+unsafe fn eight<K: KQuant>(
     w: &[u8],
+    rb: usize,
+    ahead: *const u8,
     acts: &[BlockQ8_K],
-    lanes: &[KLanes],
-    blocks: usize,
-    rows: Range<usize>,
     out: &mut [f32],
+    stride: usize,
 ) {
-    debug_assert!(rows.len() <= ROWS && w.len() == blocks * K::BYTES);
-    // SAFETY (the block): AVX2 per the caller; each
-    // `w[at..]` is one block; the activations are read through bounds checks.
+    debug_assert!(w.len() == LANES * rb && acts.len() * K::BYTES == rb);
+    // SAFETY (the block): the features per the caller. Block `b` of row `c` is the `BYTES`
+    // bytes at `c·rb + b·BYTES < w.len()`, as the caller checked; prefetches read nothing.
     unsafe {
-        let mut sums = [_mm256_setzero_ps(); ROWS];
-        // The minima's sums: whole eights of rows in vectors, the rest one by one.
-        let eights = rows.len() / 8;
-        let mut mins8 = [_mm256_setzero_ps(); ROWS / 8];
-        let mut mins = [0.0f32; ROWS];
-        for (b, wb) in w.chunks_exact(K::BYTES).enumerate() {
-            let p = K::prep(wb);
-            for (g, row) in rows.clone().enumerate() {
-                let i = row * blocks + b;
-                let ints = _mm256_cvtepi32_ps(ints::<K>(&p, &lanes[i]));
-                let dd = _mm256_set1_ps(p.d * acts[i].d);
-                sums[g] = _mm256_add_ps(sums[g], _mm256_mul_ps(dd, ints));
+        let mut sum = _mm256_setzero_ps();
+        for (b, a) in acts.iter().enumerate() {
+            let p = w.as_ptr().add(b * K::BYTES);
+            let next = ahead.wrapping_add(b * LANES * K::BYTES);
+            for line in 0..(LANES * K::BYTES).div_ceil(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line) as *const i8);
             }
-            if K::MINS {
-                for (k, m) in mins8.iter_mut().take(eights).enumerate() {
-                    *m = mins_step8(&p, acts, blocks, b, rows.start + 8 * k, *m);
-                }
-                for (g, row) in rows.clone().enumerate().skip(8 * eights) {
-                    let a = &acts[row * blocks + b];
-                    mins[g] -= (p.dmin * a.d) * mins_sum(&p, a) as f32;
+            let mut v = [_mm256_setzero_si256(); LANES];
+            let mut m = v;
+            for c in 0..LANES {
+                v[c] = K::ints8(p.add(c * rb), a);
+                if K::MINS {
+                    m[c] = K::mins8(p.add(c * rb), a);
                 }
             }
+            let (first, second) = halves8(p.add(K::HALVES), rb);
+            let (dw, dmin) = if K::MINS {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            let isum = _mm256_cvtepi32_ps(hsum8(v));
+            let msum = if K::MINS {
+                _mm256_cvtepi32_ps(hsum8(m))
+            } else {
+                _mm256_setzero_ps()
+            };
+            sum = step::<K, __m256>(sum, isum, msum, dw, dmin, a.d);
         }
-        for (m, v) in mins.chunks_exact_mut(8).zip(mins8).take(eights) {
-            _mm256_storeu_ps(m.as_mut_ptr(), v);
-        }
-        for ((o, &s), &m) in out.iter_mut().zip(&sums).zip(&mins) {
-            *o = finish(m, s);
+        let mut lanes = [0.0f32; LANES];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
+        for (c, v) in lanes.into_iter().enumerate() {
+            out[c * stride] = v;
         }
     }
 }
 
-/// The columns `cols` of `r` (format `K`, activations `acts`) into `out`, column-major: up to
-/// [`ROWS`] activation rows per pass over a weight row. Operands `quant_linear` did not build
-/// (no [`KLanes`]) take the portable loop.
+/// One weight row `w` (`blocks` whole blocks) against one activation row: the portable
+/// definition's float steps in scalar code, the integers in AVX2.
+#[inline(always)]
+unsafe fn one<K: KQuant>(w: &[u8], acts: &[BlockQ8_K]) -> f32 {
+    debug_assert!(w.len() == acts.len() * K::BYTES);
+    // SAFETY: block `b` is the `BYTES` bytes at `b·BYTES < w.len()`; the rest is register-only
+    // with AVX2 per the caller.
+    unsafe {
+        let mut sum = 0.0f32;
+        for (b, a) in acts.iter().enumerate() {
+            let p = w.as_ptr().add(b * K::BYTES);
+            let lanes = |v: __m256i| {
+                let mut l = [0i32; 8];
+                _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, v);
+                l.iter().sum::<i32>()
+            };
+            let isum = lanes(K::ints8(p, a)) as f32;
+            let half = |at: usize| {
+                let h = core::ptr::read_unaligned(p.add(at) as *const [u8; 2]);
+                crate::quant::f16_to_f32(u16::from_le_bytes(h))
+            };
+            let dw = half(K::HALVES + if K::MINS { 0 } else { 2 });
+            let da = a.d;
+            sum = if K::MINS {
+                let msum = lanes(K::mins8(p, a)) as f32;
+                sum + (dw * da * isum - half(2) * da * msum)
+            } else {
+                sum + dw * da * isum
+            };
+        }
+        sum
+    }
+}
+
+/// Sixteen weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks) against
+/// `rows` activation rows (at most [`TILE`]; `acts`: `rows` rows of `blocks`), one weight row
+/// to each lane; `out[c·stride + g]` gets column `c`, row `g`. AVX-512 F, BW, VL and VNNI,
+/// AVX2 and F16C per the caller.
+#[inline(always)]
+unsafe fn sixteen<K: KQuant>(
+    w: &[u8],
+    rb: usize,
+    acts: &[BlockQ8_K],
+    (blocks, rows): (usize, usize),
+    out: &mut [f32],
+    stride: usize,
+) {
+    debug_assert!(w.len() == WIDE_ROWS * rb && rb == blocks * K::BYTES && rows <= TILE);
+    debug_assert!(acts.len() >= rows * blocks);
+    // SAFETY (the block): the features per the caller. Block `b` of row `c` is the `BYTES`
+    // bytes at `c·rb + b·BYTES < w.len()`, as the caller checked; `acts` and `out` are read and
+    // written through bounds checks.
+    unsafe {
+        let mut sums = [_mm512_setzero_ps(); TILE];
+        let mut isums = [_mm512_setzero_si512(); TILE];
+        let mut msums = isums;
+        for b in 0..blocks {
+            let p = w.as_ptr().add(b * K::BYTES);
+            K::wide(p, rb, (acts, blocks, b), rows, &mut isums, &mut msums);
+            let (first, second) = halves16(p.add(K::HALVES), rb);
+            let (dw, dmin) = if K::MINS {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            for (g, sum) in sums.iter_mut().take(rows).enumerate() {
+                let isum = _mm512_cvtepi32_ps(isums[g]);
+                let msum = _mm512_cvtepi32_ps(msums[g]);
+                let da = acts[g * blocks + b].d;
+                *sum = step::<K, __m512>(*sum, isum, msum, dw, dmin, da);
+            }
+        }
+        let mut lanes = [0.0f32; WIDE_ROWS];
+        for (g, s) in sums.iter().take(rows).enumerate() {
+            _mm512_storeu_ps(lanes.as_mut_ptr(), *s);
+            for (c, &v) in lanes.iter().enumerate() {
+                out[c * stride + g] = v;
+            }
+        }
+    }
+}
+
+/// The columns `cols` of `r` (format `K`, activations `acts`) into `out`, column-major:
+/// (`WIDE`) sixteen weight rows in lanes where there are [`WIDE_FROM`] activation rows or more,
+/// else, for more than one activation row, eight in AVX2 lanes, each against one activation
+/// row at a time; the rest (and one activation row's) one by one.
+/// Operands `quant_linear` did not build take the portable loop.
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2.
+/// The CPU must support AVX2 and F16C, and with `WIDE` AVX-512 F, BW, VL and VNNI.
 #[inline(always)]
-pub(crate) unsafe fn columns<K: KQuant>(
+pub(crate) unsafe fn columns<K: KQuant, const WIDE: bool>(
     r: &Q8Rows<'_>,
     acts: &[BlockQ8_K],
     cols: Range<usize>,
     out: &mut [f32],
 ) {
-    let (m, blocks) = (r.m, r.blocks);
-    let fits = r.row_bytes == blocks * K::BYTES
+    let (m, blocks, rb) = (r.m, r.blocks, r.row_bytes);
+    let fits = rb == blocks * K::BYTES
         && acts.len() == m * blocks
-        && r.lanes.len() == acts.len()
-        && r.w.len() / r.row_bytes.max(1) >= cols.end
+        && r.w.len() / rb.max(1) >= cols.end
         && out.len() == cols.len() * m;
     if !fits {
         return q8_portable(r, cols, out);
     }
-    let mut from = 0;
-    while from < m {
-        let rows = from..(from + ROWS).min(m);
-        for (j, column) in cols.clone().zip(out.chunks_exact_mut(m)) {
-            let o = &mut column[rows.clone()];
-            // SAFETY: AVX2 per the caller; row `j` is
-            // `blocks` whole blocks and the rows `rows` have theirs, as checked.
-            unsafe { pass::<K>(r.row(j), acts, r.lanes, blocks, rows.clone(), o) };
+    if m == 0 || blocks == 0 {
+        return out.fill(0.0);
+    }
+    let mut j = cols.start;
+    if WIDE && m >= WIDE_FROM {
+        while j + WIDE_ROWS <= cols.end {
+            let w = &r.w[j * rb..(j + WIDE_ROWS) * rb];
+            let o = &mut out[(j - cols.start) * m..][..WIDE_ROWS * m];
+            let mut row = 0;
+            while row < m {
+                let rows = (m - row).min(TILE);
+                let a = &acts[row * blocks..(row + rows) * blocks];
+                // SAFETY: the features per the caller (`WIDE`); `w` is sixteen rows of
+                // `blocks` whole blocks and `a` `rows` rows of them.
+                unsafe { sixteen::<K>(w, rb, a, (blocks, rows), &mut o[row..], m) };
+                row += rows;
+            }
+            j += WIDE_ROWS;
         }
-        from = rows.end;
+    }
+    // One activation row (decode) reads the weight rows one after another: a single stream
+    // measured faster there than eight rows side by side, prefetched or not.
+    while m > 1 && j + LANES <= cols.end {
+        let w = &r.w[j * rb..(j + LANES) * rb];
+        let o = &mut out[(j - cols.start) * m..][..LANES * m];
+        let ahead = w.as_ptr().wrapping_add(AHEAD * LANES * rb);
+        for (g, a) in acts.chunks_exact(blocks).enumerate() {
+            // SAFETY: the features per the caller; `w` is eight rows of `blocks` whole blocks
+            // and `a` one row of them.
+            unsafe { eight::<K>(w, rb, ahead, a, &mut o[g..], m) };
+        }
+        j += LANES;
+    }
+    for (j, column) in (j..cols.end).zip(out[(j - cols.start) * m..].chunks_exact_mut(m)) {
+        let w = r.row(j);
+        for (o, a) in column.iter_mut().zip(acts.chunks_exact(blocks)) {
+            // SAFETY: AVX2 per the caller; `w` is one row of `blocks` whole blocks.
+            *o = unsafe { one::<K>(w, a) };
+        }
     }
 }
 
@@ -514,7 +751,7 @@ mod tests {
     use super::*;
     use crate::kernels::loops::qdot::{k_scales_mins, Q8Acts, Q8Side};
     use crate::kernels::loops::qdot8_x86::{q8_avx2, q8_avx512, supported, supported_avx512};
-    use crate::quant::{f32_to_f16, quantize_row_q8_K, GgmlType};
+    use crate::quant::{f32_to_f16, GgmlType};
 
     /// Bytes from a small linear congruential generator.
     fn noise(len: usize, seed: u32) -> Vec<u8> {
@@ -545,39 +782,13 @@ mod tests {
         w
     }
 
-    /// The operands of `ty` against `acts`, with their lanes and side values.
-    fn rows<'a>(
-        ty: GgmlType,
-        acts: &'a [BlockQ8_K],
-        side: &'a [Q8Side],
-        lanes: &'a mut Vec<KLanes>,
-        w: &'a [u8],
-        blocks: usize,
-    ) -> Q8Rows<'a> {
-        let acts = match ty {
-            GgmlType::Q4_K => Q8Acts::Q4K(acts),
-            GgmlType::Q5_K => Q8Acts::Q5K(acts),
-            _ => Q8Acts::Q6K(acts),
-        };
-        assert!(fill_lanes(acts, lanes));
-        Q8Rows {
-            acts,
-            side,
-            lanes,
-            w,
-            row_bytes: blocks * ty.block_bytes(),
-            blocks,
-            m: side.len() / blocks,
-        }
-    }
-
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| x.to_bits()).collect()
     }
 
     // `k4_scales` unpacks all eight 6-bit pairs at once where the portable loop calls
-    // `quant::scale_min_k4` per sub-block: every bit of each of the twelve bytes, alone and in
-    // noise, gives the same scales and minima.
+    // `quant::scale_min_k4` per sub-block, and `k4_scales16` does it in each lane: every bit of
+    // each of the twelve bytes, alone and in noise, gives the same scales and minima.
     #[test]
     fn the_packed_k4_scales_are_scale_min_k4s() {
         let mut cases: Vec<[u8; 12]> = (0..96)
@@ -595,64 +806,65 @@ mod tests {
             }));
         }
         cases.push([0xff; 12]);
-        for s in cases {
-            let (scales, mins) = k4_scales(&s);
-            let want = k_scales_mins(&s);
+        for s in &cases {
+            let (scales, mins) = k4_scales(s);
+            let want = k_scales_mins(s);
             assert_eq!((scales.to_le_bytes(), mins.to_le_bytes()), want, "{s:?}");
         }
-    }
-
-    #[test]
-    fn avx2_k_quant_dots_give_the_portable_bits() {
-        if !std::is_x86_feature_detected!("avx2") {
+        if !supported_avx512() {
             return;
         }
-        let (blocks, m, n) = (2, 2, 3);
-        let x: Vec<f32> = noise(m * blocks * 256, 1)
-            .iter()
-            .map(|&b| (b as f32 - 127.5) / 37.0)
-            .collect();
-        let mut acts = vec![BlockQ8_K::ZERO; m * blocks];
-        quantize_row_q8_K(&x, &mut acts).unwrap();
-        let side: Vec<Q8Side> = acts.iter().map(Q8Side::of).collect();
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
-            let w = weight(ty, n, blocks, ty.id());
-            let mut lanes = Vec::new();
-            let r = rows(ty, &acts, &side, &mut lanes, &w, blocks);
-            let mut want = vec![0.0f32; n * m];
-            q8_portable(&r, 0..n, &mut want);
-            let mut got = vec![f32::NAN; n * m];
-            // SAFETY: the CPU has AVX2, as checked.
-            unsafe {
-                if ty == GgmlType::Q4_K {
-                    columns::<Q4K>(&r, &acts, 0..n, &mut got)
-                } else {
-                    columns::<Q6K>(&r, &acts, 0..n, &mut got)
+        // Sixteen blocks' headers a row apart (16 bytes each: `d`, `dmin`, the twelve).
+        for group in cases.chunks_exact(16) {
+            let mut rows = [0u8; 16 * 16];
+            for (row, s) in rows.chunks_exact_mut(16).zip(group) {
+                row[4..].copy_from_slice(s);
+            }
+            let (mut scales, mut mins) = ([[0i32; 16]; 8], [[0i32; 16]; 8]);
+            // SAFETY: the CPU has what `q8_avx512` needs, as checked; each row is 16 bytes.
+            unsafe { lanes16(rows.as_ptr(), &mut scales, &mut mins) };
+            for (c, s) in group.iter().enumerate() {
+                let (sc, mn) = k_scales_mins(s);
+                for j in 0..8 {
+                    assert_eq!((scales[j][c], mins[j][c]), (sc[j] as i32, mn[j] as i32));
                 }
-            };
-            assert_eq!(bits(&got), bits(&want), "{ty}");
-            assert!(want.iter().all(|v| v.is_finite() && *v != 0.0), "{ty}");
+            }
         }
     }
 
-    /// Every activation byte (−128 included, what a non-finite input can quantize to), random
-    /// `bsums` and scales of either sign, against both formats, on every row count up to
-    /// past [`ROWS`] and on column ranges that start past 0 with odd counts, for every format.
+    /// [`k4_scales16`] of the sixteen 16-byte rows at `p`, stored.
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn lanes16(p: *const u8, scales: &mut [[i32; 16]; 8], mins: &mut [[i32; 16]; 8]) {
+        // SAFETY: sixteen rows of 16 bytes at `p`, as the caller promises.
+        let (s, m) = unsafe { k4_scales16(p, 16) };
+        for j in 0..8 {
+            // SAFETY: stores to arrays of sixteen i32.
+            unsafe {
+                _mm512_storeu_si512(scales[j].as_mut_ptr() as *mut _, s[j]);
+                _mm512_storeu_si512(mins[j].as_mut_ptr() as *mut _, m[j]);
+            }
+        }
+    }
+
+    /// Every activation byte (−128 included, what a non-finite input can quantize to) and
+    /// scales of either sign, against every format, on row counts across both
+    /// paths and past a tile, and on column ranges across sixteen, eight and single columns
+    /// that start past 0.
     #[test]
     fn k_quant_dots_give_the_portable_bits_on_any_rows_and_columns() {
         if !supported() {
             return;
         }
-        let (blocks, n) = (2, 5);
+        let blocks = 2;
         let ms: &[usize] = if cfg!(miri) {
-            &[3, 17]
+            &[1, 3]
         } else {
-            &[1, 2, 3, 5, 8, 13, 16, 17, 33]
+            &[1, 2, 3, 5, 8, 13, 16, 17, 33, TILE + 5]
         };
-        let ranges: &[(usize, usize)] = if cfg!(miri) {
-            &[(1, 4)]
+        let (n, ranges): (usize, &[(usize, usize)]) = if cfg!(miri) {
+            (27, &[(1, 27)])
         } else {
-            &[(0, n), (1, 4), (2, 5), (4, 5)]
+            (43, &[(0, 43), (1, 27), (2, 19), (4, 5)])
         };
         for &m in ms {
             let raw = noise(m * blocks * 292, m as u32);
@@ -661,19 +873,30 @@ mod tests {
                 .map(|b| BlockQ8_K {
                     d: (b[0] as f32 - 127.5) / 4096.0,
                     qs: core::array::from_fn(|i| b[4 + i] as i8),
-                    bsums: core::array::from_fn(|j| {
-                        i16::from_le_bytes([b[260 + 2 * j], b[261 + 2 * j]])
-                    }),
+                    bsums: [0; 16],
                 })
                 .collect();
+            // `bsums` as `quantize_row_q8_K` leaves them (`Q6_K`'s offset reads them).
             for (i, a) in acts.iter_mut().enumerate() {
                 a.qs[(37 * i + 5) % 256] = i8::MIN;
+                a.bsums =
+                    core::array::from_fn(|j| a.qs[16 * j..][..16].iter().map(|&q| q as i16).sum());
             }
             let side: Vec<Q8Side> = acts.iter().map(Q8Side::of).collect();
             for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
                 let w = weight(ty, n, blocks, ty.id() + m as u32);
-                let mut lanes = Vec::new();
-                let r = rows(ty, &acts, &side, &mut lanes, &w, blocks);
+                let r = Q8Rows {
+                    acts: match ty {
+                        GgmlType::Q4_K => Q8Acts::Q4K(&acts),
+                        GgmlType::Q5_K => Q8Acts::Q5K(&acts),
+                        _ => Q8Acts::Q6K(&acts),
+                    },
+                    side: &side,
+                    w: &w,
+                    row_bytes: blocks * ty.block_bytes(),
+                    blocks,
+                    m,
+                };
                 for cols in ranges.iter().map(|&(start, end)| start..end) {
                     let len = cols.len() * m;
                     let mut want = vec![0.0f32; len];
@@ -692,57 +915,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn the_lanes_filled_are_the_defined_ones() {
-        if !supported() {
-            return;
-        }
-        let raw = noise(3 * 256, 11);
-        let acts: Vec<BlockQ8_K> = raw
-            .chunks_exact(256)
-            .map(|b| BlockQ8_K {
-                d: 1.0,
-                qs: core::array::from_fn(|i| b[i] as i8),
-                bsums: [0; 16],
-            })
-            .collect();
-        for (acts_of, flip) in [
-            (Q8Acts::Q4K as fn(_) -> _, 0),
-            (Q8Acts::Q5K, 0),
-            (Q8Acts::Q6K, 0x80),
-        ] {
-            let mut lanes = Vec::new();
-            assert!(fill_lanes(acts_of(&acts), &mut lanes));
-            let want: Vec<KLanes> = acts.iter().map(|a| KLanes::of(a, flip)).collect();
-            assert_eq!(lanes, want);
-        }
-        let mut lanes = vec![KLanes([0; 256])];
-        assert!(fill_lanes(Q8Acts::Q8_0(&[]), &mut lanes));
-        assert!(lanes.is_empty());
-    }
-
-    #[test]
-    fn operands_without_lanes_take_the_portable_loop() {
-        if !supported() {
-            return;
-        }
-        let acts = [BlockQ8_K {
-            d: 0.5,
-            qs: core::array::from_fn(|i| i as i8),
-            bsums: [3; 16],
-        }];
-        let side = [Q8Side::of(&acts[0])];
-        let w = weight(GgmlType::Q4_K, 1, 1, 3);
-        let mut lanes = Vec::new();
-        let mut r = rows(GgmlType::Q4_K, &acts, &side, &mut lanes, &w, 1);
-        let mut want = [0.0f32];
-        q8_portable(&r, 0..1, &mut want);
-        r.lanes = &[];
-        let mut got = [f32::NAN];
-        // SAFETY: the CPU has AVX2 and F16C, as checked.
-        unsafe { q8_avx2(&r, 0..1, &mut got) };
-        assert_eq!(got[0].to_bits(), want[0].to_bits());
     }
 }
