@@ -339,6 +339,19 @@ fn nearest_int(x: f32) -> i32 {
 #[allow(non_snake_case)] // ggml's name for the format
 pub fn quantize_row_q8_K(x: &[f32], out: &mut [BlockQ8_K]) -> Result<(), QuantError> {
     check_len("q8_K", x.len(), out.len(), 256)?;
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, all `q8_k_avx2` needs.
+        unsafe { q8_k_avx2(x, out) };
+        return Ok(());
+    }
+    q8_k_blocks(x, out);
+    Ok(())
+}
+
+/// [`quantize_row_q8_K`]'s blocks, one value at a time: the definition [`q8_k_avx2`] is
+/// tested against.
+fn q8_k_blocks(x: &[f32], out: &mut [BlockQ8_K]) {
     for (b, x) in out.iter_mut().zip(x.chunks_exact(256)) {
         let mut max = 0.0f32;
         let mut amax = 0.0f32;
@@ -362,7 +375,79 @@ pub fn quantize_row_q8_K(x: &[f32], out: &mut [BlockQ8_K]) -> Result<(), QuantEr
         }
         b.d = 1.0 / iscale;
     }
-    Ok(())
+}
+
+/// [`quantize_row_q8_K`]'s blocks in AVX2, eight values at a time by the same IEEE operations
+/// (the largest magnitude, NaNs passed over, then its first value; `nearest_int` by the same
+/// addition; `as i8` as a byte's truncation, not a saturating pack), so the same bits.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+unsafe fn q8_k_avx2(x: &[f32], out: &mut [BlockQ8_K]) {
+    use core::arch::x86_64::*;
+    for (b, x) in out.iter_mut().zip(x.chunks_exact(256)) {
+        let Some(x) = x.first_chunk::<256>() else {
+            continue;
+        };
+        let p = x.as_ptr();
+        // SAFETY: the loads read `x`'s 256 values and the stores write `b.qs`'s 256 bytes; the
+        // rest is register-only with AVX2.
+        unsafe {
+            let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+            let magnitude = |i: usize| _mm256_and_ps(_mm256_loadu_ps(p.add(8 * i)), abs);
+            // `vmaxps` keeps its second operand where the first is NaN, as `a > amax` does.
+            let mut m = _mm256_setzero_ps();
+            for i in 0..32 {
+                m = _mm256_max_ps(magnitude(i), m);
+            }
+            let m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(m), _mm256_castps256_ps128(m));
+            let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+            if amax == 0.0 {
+                *b = BlockQ8_K::ZERO;
+                continue;
+            }
+            // The first value of that magnitude (`a > amax` keeps the first).
+            let target = _mm256_set1_ps(amax);
+            let mut max = amax;
+            for i in 0..32 {
+                let hit = _mm256_cmp_ps::<_CMP_EQ_OQ>(magnitude(i), target);
+                let mask = _mm256_movemask_ps(hit) as u32;
+                if mask != 0 {
+                    max = x[8 * i + mask.trailing_zeros() as usize];
+                    break;
+                }
+            }
+            let iscale = -127.0 / max;
+            let (scale, magic) = (_mm256_set1_ps(iscale), _mm256_set1_ps(12_582_912.0));
+            let (mantissa, half) = (
+                _mm256_set1_epi32(0x007f_ffff),
+                _mm256_set1_epi32(0x0040_0000),
+            );
+            let top = _mm256_set1_epi32(127);
+            // The low byte of each i32, four to each 128-bit half, then the halves' together.
+            let low = _mm256_setr_epi8(
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1,
+                -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+            );
+            let q = b.qs.as_mut_ptr();
+            for i in 0..32 {
+                let t = _mm256_add_ps(_mm256_mul_ps(scale, _mm256_loadu_ps(p.add(8 * i))), magic);
+                let v = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(t), mantissa), half);
+                let v = _mm256_shuffle_epi8(_mm256_min_epi32(v, top), low);
+                let v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+                _mm_storel_epi64(q.add(8 * i) as *mut __m128i, _mm256_castsi256_si128(v));
+            }
+            for (s, q) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+                let w = _mm256_cvtepi8_epi16(_mm_loadu_si128(q.as_ptr() as *const __m128i));
+                let w = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
+                let w = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256::<1>(w));
+                let w = _mm_add_epi32(w, _mm_shuffle_epi32::<0b01_00_11_10>(w));
+                let w = _mm_add_epi32(w, _mm_shuffle_epi32::<0b10_11_00_01>(w));
+                *s = _mm_cvtsi128_si32(w) as i16;
+            }
+            b.d = 1.0 / iscale;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -475,6 +560,47 @@ mod tests {
         quantize_row_q8_1(&x, &mut public).unwrap();
         assert_eq!(public, want1);
         assert!(want1.iter().filter(|b| b.qs.contains(&-128)).count() > 0);
+        // Q8_K: the same values (17 blocks of 256), then a block of zeros, one whose largest
+        // magnitude comes first with either sign, and one with a NaN.
+        x.extend([0.0f32; 256]);
+        x.extend((0..256).map(|i| match i {
+            9 => -2.5,
+            40 => 2.5,
+            _ => (i as f32 - 128.0) / 100.0,
+        }));
+        // A NaN after the largest magnitude, in the same lane of the next eight.
+        x.extend((0..256).map(|i| match i {
+            0 => 5.0,
+            8 => f32::NAN,
+            _ => 1.0 / (i as f32 + 1.0),
+        }));
+        let blocks = x.len() / 256;
+        let (mut want, mut got) = (vec![BlockQ8_K::ZERO; blocks], vec![BlockQ8_K::ZERO; blocks]);
+        q8_k_blocks(&x, &mut want);
+        // SAFETY: as above.
+        unsafe { q8_k_avx2(&x, &mut got) };
+        for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(got.d.to_bits(), want.d.to_bits(), "block {i}");
+            for j in 0..16 {
+                // A NaN's quant comes from its payload, which miri picks at random for each
+                // operation (the hardware propagates it): there, only groups without one.
+                let group = 256 * i + 16 * j..256 * i + 16 * j + 16;
+                if cfg!(miri) && x[group].iter().any(|v| v.is_nan()) {
+                    continue;
+                }
+                let at = 16 * j..16 * j + 16;
+                assert_eq!(
+                    (&got.qs[at.clone()], got.bsums[j]),
+                    (&want.qs[at], want.bsums[j]),
+                    "block {i}, group {j}"
+                );
+            }
+        }
+        // The first of the two largest magnitudes sets the scale's sign.
+        let last = &want[blocks - 2];
+        assert_eq!((last.qs[9], last.qs[40]), (-127, 127));
+        // NaNs, which the search for the largest magnitude passes over, are among the values.
+        assert!(x.iter().any(|v| v.is_nan()));
     }
 
     #[test]
