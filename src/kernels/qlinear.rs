@@ -701,6 +701,54 @@ pub(crate) fn quant_embedding_row_into(
     Ok(())
 }
 
+/// The rows `ids` of a quantized table decoded into `out` (`ids.len() · table.cols()` values,
+/// row after row) under `schedule`, as [`quant_embedding`] decodes and schedules them, without
+/// allocating: a decoder's prefill calls this.
+#[cfg(feature = "model")]
+pub(crate) fn quant_embedding_rows_into(
+    config: &KernelConfig,
+    ids: &[u32],
+    table: &QMatrix<'_>,
+    schedule: &dyn Schedule,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    const OP: &str = "quant_embedding";
+    let d = table.cols;
+    if let Some((index, &id)) = ids
+        .iter()
+        .enumerate()
+        .find(|(_, &id)| usize::try_from(id).map_or(true, |r| r >= table.rows))
+    {
+        return Err(ShapeError::EmbeddingId {
+            table: vec![table.rows, table.cols],
+            index,
+            id: id as usize,
+        }
+        .into());
+    }
+    if out.len() != ids.len().saturating_mul(d) {
+        return Err(ShapeError::ElementwiseMismatch {
+            op: OP,
+            a: vec![ids.len(), d],
+            b: vec![out.len()],
+        }
+        .into());
+    }
+    if d == 0 || ids.is_empty() {
+        return Ok(());
+    }
+    let work = Work {
+        total: out.len() as u64,
+        fork_from: config.threshold(DECODER_PARALLEL_MIN_WORK),
+    };
+    parallel_chunks(OP, schedule, out, d, work, &|units, chunk| {
+        for (r, o) in units.zip(chunk.chunks_exact_mut(d)) {
+            quant::decode_row(table.ty, table.row_or_empty(ids[r] as usize), o)?;
+        }
+        Ok(())
+    })
+}
+
 /// The rows `ids` of a quantized table (`table.rows()` rows of `table.cols()` values), each
 /// decoded exactly ([`quant::decode_row`]): an output of shape `[ids.len(), table.cols()]`.
 ///
@@ -915,5 +963,30 @@ mod tests {
             ragged,
             Err(KernelError::Shape(ShapeError::ElementwiseMismatch { .. }))
         ));
+    }
+
+    #[test]
+    fn embedding_rows_into_writes_the_bits_of_quant_embedding() {
+        let table = q4_0(6, 64, 11);
+        let table = QMatrix::new(GgmlType::Q4_0, 6, 64, &table).unwrap();
+        let ids = [5, 0, 3, 3];
+        let want = quant_embedding(&ids, &table, &Sequential).unwrap();
+        let forked = KernelConfig::selected().with_min_parallel_work(0);
+        let schedules: [(KernelConfig, &dyn Schedule); 2] = [
+            (KernelConfig::selected(), &Sequential),
+            (forked, &TwoTasksInline),
+        ];
+        for (config, s) in &schedules {
+            let mut out = vec![f32::NAN; want.len()];
+            quant_embedding_rows_into(config, &ids, &table, *s, &mut out).unwrap();
+            assert_eq!(out, want.data());
+        }
+        // An id past the table is quant_embedding's error, naming it and where it is.
+        let mut out = vec![0.0; 2 * 64];
+        let config = KernelConfig::selected();
+        assert_eq!(
+            quant_embedding_rows_into(&config, &[1, 6], &table, &Sequential, &mut out).unwrap_err(),
+            quant_embedding(&[1, 6], &table, &Sequential).unwrap_err()
+        );
     }
 }
