@@ -205,14 +205,33 @@ impl KvCache {
     ///
     /// # Errors
     ///
-    /// As [`append`](Self::append) for `t = 1`; [`ShapeError::KvAppendShape`] when `k` or
-    /// `v` is not `b·nKV·hd` values long.
+    /// As [`append_compact`](Self::append_compact) for `t = 1`.
     #[cfg(feature = "model")]
     pub(crate) fn append_position(&mut self, k: &[f32], v: &[f32]) -> Result<(), KernelError> {
+        self.append_compact(k, v, 1)
+    }
+
+    /// Appends `t` positions: `k` and `v` each a compact `[b, nKV, t, hd]` (`b·nKV·t·hd`
+    /// values), without a view (a decoder's prefill allocates nothing).
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append); [`ShapeError::KvAppendShape`] when `k` or `v` is not
+    /// `b·nKV·t·hd` values long.
+    #[cfg(feature = "model")]
+    pub(crate) fn append_compact(
+        &mut self,
+        k: &[f32],
+        v: &[f32],
+        t: usize,
+    ) -> Result<(), KernelError> {
         let [b, kv_heads, capacity, hd] = self.shape;
-        let one = [b, kv_heads, 1, hd];
-        let row = b * kv_heads * hd;
-        if k.len() != row || v.len() != row {
+        let new = [b, kv_heads, t, hd];
+        let len = b
+            .saturating_mul(kv_heads)
+            .saturating_mul(t)
+            .saturating_mul(hd);
+        if k.len() != len || v.len() != len {
             return Err(ShapeError::KvAppendShape {
                 cache: self.shape.to_vec(),
                 k: vec![k.len()],
@@ -220,17 +239,18 @@ impl KvCache {
             }
             .into());
         }
-        shape::kv_append(&self.shape, self.len, &one, &one)?;
-        if hd == 0 {
+        shape::kv_append(&self.shape, self.len, &new, &new)?;
+        if hd == 0 || t == 0 {
             return Ok(());
         }
         for (src, dst) in [(k, &mut self.keys), (v, &mut self.values)] {
-            for (bh, from) in src.chunks_exact(hd).enumerate() {
+            // (batch, head) `bh`'s `t` positions, into its slot after the prefix.
+            for (bh, from) in src.chunks_exact(t * hd).enumerate() {
                 let start = (bh * capacity + self.len) * hd;
-                dst[start..start + hd].copy_from_slice(from);
+                dst[start..start + t * hd].copy_from_slice(from);
             }
         }
-        self.len += 1;
+        self.len += t;
         Ok(())
     }
 
@@ -256,5 +276,44 @@ impl KvCache {
         let strides = vec![kv_heads * capacity * hd, capacity * hd, hd, 1];
         // The prefix of a buffer of exactly [b, nKV, capacity, hd] values, len <= capacity.
         TensorView::trusted(buffer, vec![b, kv_heads, self.len, hd], strides, 0)
+    }
+}
+
+#[cfg(all(test, feature = "model", not(feature = "loom")))]
+mod tests {
+    use super::*;
+    use crate::Tensor;
+
+    #[test]
+    fn compact_positions_are_appended_as_their_view_would_be() {
+        let (b, kv, hd) = (2, 3, 4);
+        let new = |t: usize, seed: f32| {
+            let n = b * kv * t * hd;
+            let data = (0..n).map(|i| i as f32 + seed).collect();
+            Tensor::new(vec![b, kv, t, hd], data).unwrap()
+        };
+        let mut by_view = KvCache::new(b, kv, 8, hd).unwrap();
+        let mut compact = KvCache::new(b, kv, 8, hd).unwrap();
+        for (t, seed) in [(3, 0.5), (1, 100.5), (2, 200.5)] {
+            let (k, v) = (new(t, seed), new(t, -seed));
+            by_view.append(&k, &v).unwrap();
+            compact.append_compact(k.data(), v.data(), t).unwrap();
+        }
+        assert_eq!(compact.len(), 6);
+        assert_eq!(compact.buffers(), by_view.buffers());
+        // A length that is not `t` positions, and more positions than fit, write nothing.
+        let (k, v) = (new(3, 0.0), new(3, 0.0));
+        let short = compact.append_compact(&k.data()[1..], v.data(), 3);
+        assert!(matches!(
+            short,
+            Err(KernelError::Shape(ShapeError::KvAppendShape { .. }))
+        ));
+        let full = compact.append_compact(k.data(), v.data(), 3);
+        assert!(matches!(
+            full,
+            Err(KernelError::Shape(ShapeError::KvCacheFull { .. }))
+        ));
+        assert_eq!(compact.len(), 6);
+        assert_eq!(compact.buffers(), by_view.buffers());
     }
 }

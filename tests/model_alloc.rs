@@ -1,6 +1,7 @@
 #![cfg(all(feature = "model", feature = "parallel", not(feature = "loom")))]
-//! Once warm, a decode step of the real model allocates nothing: a counting global allocator
-//! says so, under `Sequential` and under a pool of two threads, in both activation modes.
+//! Once warm, a decode step of the real model allocates nothing, and a prefill allocates only
+//! the logits it returns: a counting global allocator says so, under `Sequential` and under a
+//! pool of two threads, in both activation modes.
 //!
 //! One test in its own binary, so no other test's allocations run beside it. It needs the
 //! real model, as `tests/model_llama.rs` does (`scripts/fetch_model.sh`, or `$SKAINET_MODEL`).
@@ -83,8 +84,37 @@ fn allocations(
     (stepping, ALLOCATIONS.load(Ordering::SeqCst) - before)
 }
 
+/// What a returned logits tensor allocates: its shape and its values.
+const LOGITS_TENSOR: usize = 2;
+
+/// Allocations made by a prefill of 128 tokens returning `logits`, on a cache that `warm`
+/// prefills of as many tokens have warmed.
+fn prefill_allocations(
+    model: &Llama<'_>,
+    mode: Activations,
+    s: &dyn Schedule,
+    logits: Logits,
+    warm: usize,
+) -> usize {
+    // Long enough that every op of the prefill opens a region on the pool (the row-wise ops
+    // from 2^16 values: 128 rows of 576).
+    let vocab = model.config().vocab as u32;
+    let prompt: Vec<u32> = (0..128).map(|i| (i * 7919 + 13) % vocab).collect();
+    let mut cache = model
+        .cache(CacheKind::Positional, prompt.len() * (warm + 1))
+        .unwrap();
+    for _ in 0..warm {
+        model.forward(&prompt, &mut cache, logits, mode, s).unwrap();
+    }
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let out = model.forward(&prompt, &mut cache, logits, mode, s).unwrap();
+    let made = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    assert_eq!(out.shape()[0], if logits == Logits::All { 128 } else { 1 });
+    made
+}
+
 #[test]
-fn real_model_a_warm_decode_step_allocates_nothing() {
+fn real_model_a_warm_step_and_prefill_allocate_nothing_but_their_logits() {
     let path = model_path();
     assert!(
         path.is_file(),
@@ -96,15 +126,35 @@ fn real_model_a_warm_decode_step_allocates_nothing() {
     // Two threads, whatever the machine: a caller and one helper (see the pool's spare
     // regions).
     let pool = dedicated(2).unwrap();
+    let schedules: [(&str, &dyn Schedule); 2] =
+        [("Sequential", &Sequential), ("dedicated(2)", &pool)];
     for mode in [Activations::Exact, Activations::Q8] {
-        let (steps, forward) = allocations(&model, mode, &Sequential, 2);
-        assert_eq!(steps, 0, "{mode:?} Sequential");
-        assert!(
-            forward > 0,
-            "{mode:?}: the counter counts a forward's allocations"
-        );
-        let (steps, forward) = allocations(&model, mode, &pool, 2);
-        assert_eq!(steps, 0, "{mode:?} dedicated(2)");
-        assert!(forward > 0, "{mode:?}");
+        for (name, s) in schedules {
+            let (steps, forward) = allocations(&model, mode, s, 2);
+            assert_eq!(steps, 0, "{mode:?} {name}: steps");
+            // A token through `forward` on the cache its prompt warmed allocates the tensor it
+            // returns, and nothing else: the counter does count.
+            assert_eq!(
+                forward, LOGITS_TENSOR,
+                "{mode:?} {name}: one token's forward"
+            );
+            // A prefill on a cache that prefills as long have warmed writes into the buffers
+            // they grew. Two warm it, as two steps warm the steps above: each thread of the
+            // pool keeps its own attention scratch, grown when it first takes a head.
+            let last = prefill_allocations(&model, mode, s, Logits::Last, 2);
+            assert_eq!(last, LOGITS_TENSOR, "{mode:?} {name}: prefill, last logits");
+            // Every row's logits add the head's column-major product, as large as the logits
+            // themselves, which the cache does not keep.
+            let all = prefill_allocations(&model, mode, s, Logits::All, 2);
+            assert_eq!(
+                all,
+                LOGITS_TENSOR + 1,
+                "{mode:?} {name}: prefill, all logits"
+            );
+        }
     }
+    // And the first prefill on a cache grows its buffers: the warm counts above are not
+    // counts of a prefill that never allocates.
+    let cold = prefill_allocations(&model, Activations::Q8, &Sequential, Logits::Last, 0);
+    assert!(cold > LOGITS_TENSOR, "a cold prefill allocates {cold}");
 }

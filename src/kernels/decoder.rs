@@ -4,7 +4,10 @@
 //!
 //! Each reads its inputs through [`TensorView`]s (a `&Tensor` converts for free) and writes a
 //! fresh tensor. A row's arithmetic is fixed (see `loops/{norm,rope,gate}.rs`), so the result
-//! is bit-identical under every schedule and every compiled variant.
+//! is bit-identical under every schedule and every compiled variant. A decoder's prefill runs
+//! the same row functions under the same schedules through the `*_into` forms, which write
+//! into its own buffers; the SiLU gate and the residual add there read a product's
+//! column-major output directly, so that it needs no transpose of its own.
 
 use alloc::vec::Vec;
 
@@ -67,7 +70,7 @@ fn for_rows(
     op: &'static str,
     config: &KernelConfig,
     schedule: &dyn Schedule,
-    out: &mut Tensor,
+    out: &mut [f32],
     cols: usize,
     body: &RowBody<'_>,
 ) -> Result<(), KernelError> {
@@ -78,9 +81,123 @@ fn for_rows(
         total: out.len() as u64,
         fork_from: config.threshold(DECODER_PARALLEL_MIN_WORK),
     };
-    parallel_chunks(op, schedule, out.data_mut(), cols, work, &|units, chunk| {
+    parallel_chunks(op, schedule, out, cols, work, &|units, chunk| {
         for (r, row) in units.zip(chunk.chunks_exact_mut(cols)) {
             body(r, row)?;
+        }
+        Ok(())
+    })
+}
+
+/// `Ok` when a caller's buffer of `got` values holds the `want` an op writes or reads;
+/// otherwise the mismatch as [`ShapeError::ElementwiseMismatch`] naming the op.
+#[cfg(feature = "model")]
+fn fits(op: &'static str, want: usize, got: usize) -> Result<(), KernelError> {
+    if want == got {
+        return Ok(());
+    }
+    Err(ShapeError::ElementwiseMismatch {
+        op,
+        a: alloc::vec![want],
+        b: alloc::vec![got],
+    }
+    .into())
+}
+
+/// The side of the tiles [`silu_mul_columns_into`] and [`add_columns_into`] take from a
+/// column-major operand: per tile, a run of contiguous reads from each of as many columns, and
+/// a run of contiguous writes to each of as many rows.
+#[cfg(feature = "model")]
+const TILE_SIDE: usize = 16;
+
+/// One tile of a column-major operand, column `c`'s values at `[c][..rows]`.
+#[cfg(feature = "model")]
+type ColumnTile = [[f32; TILE_SIDE]; TILE_SIDE];
+
+/// Where a tile lies: rows `r..r + rows` (numbered in the whole output) of columns
+/// `j..j + cols`.
+#[cfg(feature = "model")]
+#[derive(Clone, Copy)]
+struct TileAt {
+    r: usize,
+    rows: usize,
+    j: usize,
+    cols: usize,
+}
+
+#[cfg(feature = "model")]
+impl TileAt {
+    /// Copies this tile of `src` (columns of `m` values, back to back) into `tile`.
+    fn load(&self, src: &[f32], m: usize, tile: &mut ColumnTile) {
+        for (c, column) in tile.iter_mut().enumerate().take(self.cols) {
+            let from = &src[(self.j + c) * m + self.r..];
+            match from.first_chunk::<TILE_SIDE>() {
+                // A whole column of the tile (nearly every one): a copy of fixed length.
+                Some(whole) if self.rows == TILE_SIDE => *column = *whole,
+                _ => column[..self.rows].copy_from_slice(&from[..self.rows]),
+            }
+        }
+    }
+
+    /// Runs `each(value, &mut out)` for every value of `tile` and its place in the row-major
+    /// `rows` (this tile's rows, `width` values each, from the first).
+    fn store(
+        &self,
+        tile: &ColumnTile,
+        rows: &mut [f32],
+        width: usize,
+        each: impl Fn(f32, &mut f32),
+    ) {
+        for (i, row) in rows.chunks_exact_mut(width).take(self.rows).enumerate() {
+            let row = &mut row[self.j..self.j + self.cols];
+            match row.first_chunk_mut::<TILE_SIDE>() {
+                // A whole group of columns (nearly every row): the same loop over an array,
+                // whose fixed bounds let it unroll.
+                Some(row) => {
+                    for (c, o) in row.iter_mut().enumerate() {
+                        each(tile[c][i], o);
+                    }
+                }
+                None => {
+                    for (c, o) in row.iter_mut().enumerate() {
+                        each(tile[c][i], o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `body(tiles, tile, rows)` for every tile of `out` (rows of `width` values), with
+/// `rows` the tile's rows of `out` from its first, under `schedule` as [`for_rows`] runs rows;
+/// `tiles` is the body's room for its tiles, made once per piece of the region (not once per
+/// tile, which would clear it every 256 values). A piece takes its rows a column group at a
+/// time, so that a body reading a column-major operand streams the group's columns.
+#[cfg(feature = "model")]
+fn for_tiles<T: Default>(
+    op: &'static str,
+    config: &KernelConfig,
+    schedule: &dyn Schedule,
+    out: &mut [f32],
+    width: usize,
+    body: impl Fn(&mut T, TileAt, &mut [f32]) + Sync,
+) -> Result<(), KernelError> {
+    if width == 0 {
+        return Ok(());
+    }
+    let work = Work {
+        total: out.len() as u64,
+        fork_from: config.threshold(DECODER_PARALLEL_MIN_WORK),
+    };
+    parallel_chunks(op, schedule, out, width, work, &|units, chunk| {
+        let mut tiles = T::default();
+        for j in (0..width).step_by(TILE_SIDE) {
+            let cols = TILE_SIDE.min(width - j);
+            for r in units.clone().step_by(TILE_SIDE) {
+                let rows = TILE_SIDE.min(units.end - r);
+                let tile = TileAt { r, rows, j, cols };
+                body(&mut tiles, tile, &mut chunk[(r - units.start) * width..]);
+            }
         }
         Ok(())
     })
@@ -134,11 +251,36 @@ pub fn rms_norm_with<'a>(
     let w = Rows::new(OP, "weight", weight)?;
     let w = w.get(0)?;
     let mut out = Tensor::zeros(x.view.shape().to_vec())?;
-    for_rows(OP, config, schedule, &mut out, d, &|r, o| {
+    for_rows(OP, config, schedule, out.data_mut(), d, &|r, o| {
         rms_norm_row(x.get(r)?, w, eps, o);
         Ok(())
     })?;
     Ok(out)
+}
+
+/// [`rms_norm`] of the rows of `x` (each `weight.len()` values) into `out`, as long as `x`:
+/// the same row function under the same schedule, on a caller's buffers (a decoder's prefill).
+///
+/// # Errors
+///
+/// [`ShapeError::ElementwiseMismatch`] when `out` is not as long as `x`;
+/// [`KernelError::DisjointSplit`] when `x` is not whole rows, or the schedule broke its contract.
+#[cfg(feature = "model")]
+pub(crate) fn rms_norm_rows_into(
+    config: &KernelConfig,
+    x: &[f32],
+    weight: &[f32],
+    eps: f32,
+    schedule: &dyn Schedule,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    const OP: &str = "rms_norm";
+    fits(OP, x.len(), out.len())?;
+    let d = weight.len();
+    for_rows(OP, config, schedule, out, d, &|r, o| {
+        rms_norm_row(&x[r * d..(r + 1) * d], weight, eps, o);
+        Ok(())
+    })
 }
 
 /// Rotary position embedding of `x` `[b, heads, s, hd]` whose position `i` sits at
@@ -211,51 +353,6 @@ fn rotate(
     rotate_by(config, x, offset, &table, schedule, row)
 }
 
-/// The rotary angles of positions `offset..offset + len` for heads of `hd` values and base
-/// `theta` ([`angle_table`]), kept with what they were computed for: a decoder computes them
-/// once per step for the queries and keys of every layer.
-#[cfg(feature = "model")]
-pub(crate) struct Angles {
-    key: (usize, usize, usize, u32),
-    table: Vec<[f32; 2]>,
-}
-
-#[cfg(feature = "model")]
-impl Angles {
-    /// The angles, or `None` when the table cannot be allocated.
-    pub(crate) fn new(offset: usize, len: usize, hd: usize, theta: f32) -> Option<Self> {
-        Some(Self {
-            key: (offset, len, hd, theta.to_bits()),
-            table: angle_table(offset, len, hd, theta)?,
-        })
-    }
-}
-
-/// [`rope_interleaved`] with `angles` where they are `x`'s (its positions and head width,
-/// `offset` and `theta`); otherwise it computes its own, as [`rope_interleaved`]. The same bits.
-#[cfg(feature = "model")]
-pub(crate) fn rope_interleaved_by(
-    config: &KernelConfig,
-    x: TensorView<'_>,
-    offset: usize,
-    theta: f32,
-    angles: &Angles,
-    schedule: &dyn Schedule,
-) -> Result<Tensor, KernelError> {
-    let [_, _, s, hd] = shape::rope(x.shape(), offset)?;
-    if angles.key != (offset, s, hd, theta.to_bits()) {
-        return rotate(config, x, offset, theta, schedule, rope_interleaved_row);
-    }
-    rotate_by(
-        config,
-        x,
-        offset,
-        &angles.table,
-        schedule,
-        rope_interleaved_row,
-    )
-}
-
 /// [`rope`] of `x [b, heads, s, hd]` (or [`rope_interleaved`] when `interleaved`) by given
 /// angles: `cos` and `sin` hold `s` rows of `hd / 2` values, row `i` position `i`'s. Fed the
 /// rows [`angle_table`] computes, it gives those kernels' bits: the same table, the same row
@@ -316,7 +413,7 @@ fn rotate_by(
     debug_assert_eq!(table.len(), s * (hd / 2));
     let mut out = Tensor::zeros(x.view.shape().to_vec())?;
     let half = hd / 2;
-    for_rows(OP, config, schedule, &mut out, hd, &|r, o| {
+    for_rows(OP, config, schedule, out.data_mut(), hd, &|r, o| {
         let i = r % s;
         row(x.get(r)?, &table[i * half..(i + 1) * half], o);
         Ok(())
@@ -375,6 +472,43 @@ pub fn rope_interleaved_with<'a>(
     )
 }
 
+/// [`rope_interleaved`] of `x`, compact rows of `hd` values in blocks of `s` positions (a
+/// `[.., s, hd]` tensor's values), into `out`, as long as `x`: row `r` is position `r % s`,
+/// rotated by `angles[r % s]`'s `hd / 2` pairs ([`angle_table`]'s rows, which the caller
+/// computed once for every layer). The same row function and schedule as
+/// [`rope_interleaved`], on a caller's buffers (a decoder's prefill).
+///
+/// # Errors
+///
+/// [`ShapeError::ElementwiseMismatch`] when `out` is not as long as `x`, or `angles` does not
+/// hold `s · hd / 2` pairs; [`KernelError::DisjointSplit`] when `x` is not whole rows, or the
+/// schedule broke its contract.
+#[cfg(feature = "model")]
+pub(crate) fn rope_interleaved_rows_into(
+    config: &KernelConfig,
+    x: &[f32],
+    s: usize,
+    hd: usize,
+    angles: &[[f32; 2]],
+    schedule: &dyn Schedule,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    const OP: &str = "rope";
+    fits(OP, x.len(), out.len())?;
+    if s == 0 {
+        // No positions: no rows either.
+        return fits(OP, 0, x.len());
+    }
+    let half = hd / 2;
+    fits(OP, s.saturating_mul(half), angles.len())?;
+    for_rows(OP, config, schedule, out, hd, &|r, o| {
+        let i = r % s;
+        let cs = &angles[i * half..(i + 1) * half];
+        rope_interleaved_row(&x[r * hd..(r + 1) * hd], cs, o);
+        Ok(())
+    })
+}
+
 /// The gate of a SiLU-gated MLP: `silu(gate) ⊙ up` element by element, with
 /// `silu(g) = g / (1 + e^-g)` (the crate's deterministic [`exp`](crate::exp)). In a Llama
 /// block, `gate = x·W1` and `up = x·W3`, and the MLP's output is `silu_mul(gate, up)·W2`.
@@ -426,11 +560,55 @@ pub fn silu_mul_with<'a>(
     };
     let (g, u) = (Rows::new(OP, "gate", gate)?, Rows::new(OP, "up", up)?);
     let mut out = Tensor::zeros(shape)?;
-    for_rows(OP, config, schedule, &mut out, d, &|r, o| {
+    for_rows(OP, config, schedule, out.data_mut(), d, &|r, o| {
         silu_mul_row(g.get(r)?, u.get(r)?, o);
         Ok(())
     })?;
     Ok(out)
+}
+
+/// [`silu_mul`] of `gate` and `up` given column-major — `width` columns of `m` values each, as
+/// a product writes them — into the row-major `out` (`m` rows of `width`): the same row
+/// function on the same values (each output is one element's arithmetic, whatever its
+/// neighbours), so that the transpose the product's output would otherwise need is this pass.
+/// A tile of [`TILE_SIDE`] columns by as many rows is copied in, gated in one call and
+/// written to its rows; a region's piece takes its rows a column group at a time, streaming
+/// the group's columns. Output rows are the units of `schedule`, as [`silu_mul`]'s.
+///
+/// # Errors
+///
+/// [`ShapeError::ElementwiseMismatch`] when `gate`, `up` and `out` are not all `m` rows long;
+/// [`KernelError::DisjointSplit`] when `out` is not whole rows, or the schedule broke its
+/// contract.
+#[cfg(feature = "model")]
+pub(crate) fn silu_mul_columns_into(
+    config: &KernelConfig,
+    gate: &[f32],
+    up: &[f32],
+    m: usize,
+    schedule: &dyn Schedule,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    const OP: &str = "silu_mul";
+    fits(OP, gate.len(), out.len())?;
+    fits(OP, up.len(), out.len())?;
+    let width = out.len().checked_div(m).unwrap_or(0);
+    fits(OP, m.saturating_mul(width), out.len())?;
+    for_tiles(
+        OP,
+        config,
+        schedule,
+        out,
+        width,
+        |[g, u, o]: &mut [ColumnTile; 3], at, rows| {
+            at.load(gate, m, g);
+            at.load(up, m, u);
+            // The whole tile in one call: where it is partial, the values outside it are whatever
+            // the last tile left, gated and never written out.
+            silu_mul_row(g.as_flattened(), u.as_flattened(), o.as_flattened_mut());
+            at.store(o, rows, width, |v, out| *out = v);
+        },
+    )
 }
 
 /// Where each output row of a broadcast starts in one operand, and its stride along the row.
@@ -516,7 +694,7 @@ pub fn add_broadcast_with<'a>(
     let last = |p: &Broadcast<'_>| p.strides.last().copied().unwrap_or(0);
     let (sa, sb) = (last(&pa), last(&pb));
     let mut out = Tensor::zeros(shape.clone())?;
-    for_rows(OP, config, schedule, &mut out, cols, &|r, o| {
+    for_rows(OP, config, schedule, out.data_mut(), cols, &|r, o| {
         let (ra, rb) = (pa.row_start(&shape, r), pb.row_start(&shape, r));
         if sa == 1 && sb == 1 {
             // The common case: two contiguous rows.
@@ -532,6 +710,43 @@ pub fn add_broadcast_with<'a>(
         Ok(())
     })?;
     Ok(out)
+}
+
+/// `x += y` for the row-major `x` (`m` rows) and `y` given column-major (a product's output,
+/// `x`'s width columns of `m` values each): per element the one IEEE `+` of
+/// [`add_broadcast`]`(x, y)` (the residual add of a decoder block), in place and read a tile
+/// at a time ([`TILE_SIDE`] columns by as many rows), so that the product's output needs no
+/// transpose of its own. Rows of `x` are the units of `schedule`, as [`add_broadcast`]'s
+/// output rows.
+///
+/// # Errors
+///
+/// [`ShapeError::ElementwiseMismatch`] when `y` is not as long as `x`, or not `m` rows;
+/// [`KernelError::DisjointSplit`] when `x` is not whole rows, or the schedule broke its
+/// contract.
+#[cfg(feature = "model")]
+pub(crate) fn add_columns_into(
+    config: &KernelConfig,
+    x: &mut [f32],
+    y: &[f32],
+    m: usize,
+    schedule: &dyn Schedule,
+) -> Result<(), KernelError> {
+    const OP: &str = "add";
+    fits(OP, x.len(), y.len())?;
+    let width = x.len().checked_div(m).unwrap_or(0);
+    fits(OP, m.saturating_mul(width), x.len())?;
+    for_tiles(
+        OP,
+        config,
+        schedule,
+        x,
+        width,
+        |t: &mut ColumnTile, at, rows| {
+            at.load(y, m, t);
+            at.store(t, rows, width, |y, x| *x += y);
+        },
+    )
 }
 
 /// The rows of `table` `[vocab, d]` named by `ids`: an output `[ids.len(), d]` whose row `i`
@@ -576,7 +791,7 @@ pub fn embedding_with<'a>(
     let d = shape[1];
     let table = Rows::new(OP, "table", table)?;
     let mut out = Tensor::zeros(shape)?;
-    for_rows(OP, config, schedule, &mut out, d, &|r, o| {
+    for_rows(OP, config, schedule, out.data_mut(), d, &|r, o| {
         o.copy_from_slice(table.get(ids[r])?);
         Ok(())
     })?;
@@ -586,34 +801,135 @@ pub fn embedding_with<'a>(
 #[cfg(all(test, feature = "model", not(feature = "loom")))]
 mod tests {
     use super::*;
+    use crate::kernels::tests::TwoTasksInline;
     use crate::Sequential;
 
+    /// Sequential, and two pieces of every region.
+    fn schedules() -> [(KernelConfig, &'static dyn Schedule); 2] {
+        [
+            (KernelConfig::selected(), &Sequential),
+            (
+                KernelConfig::selected().with_min_parallel_work(0),
+                &TwoTasksInline,
+            ),
+        ]
+    }
+
+    fn values(len: usize, seed: f32) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i as f32 + seed) * 0.37).sin() * 3.0)
+            .collect()
+    }
+
+    /// The row-major `[m, width]` of `width` columns of `m` values.
+    fn columns(rows: &[f32], m: usize, width: usize) -> Vec<f32> {
+        (0..width * m)
+            .map(|i| rows[(i % m) * width + i / m])
+            .collect()
+    }
+
     #[test]
-    fn rope_by_angles_has_rope_interleaveds_bits_and_recomputes_angles_of_other_positions() {
-        let (s, hd, theta) = (3, 8, 100_000.0);
-        let data: Vec<f32> = (0..2 * s * hd).map(|i| (i as f32 * 0.37).sin()).collect();
-        let x = Tensor::new(vec![1, 2, s, hd], data).unwrap();
-        let want = rope_interleaved(&x, 5, theta, &Sequential).unwrap();
-        let angles = Angles::new(5, s, hd, theta).unwrap();
-        let config = KernelConfig::selected();
-        let got = rope_interleaved_by(&config, x.view(), 5, theta, &angles, &Sequential).unwrap();
-        assert_eq!(got.to_bits(), want.to_bits());
-        // Angles of another offset, length, width or base are not used.
-        for other in [
-            Angles::new(4, s, hd, theta),
-            Angles::new(5, s + 1, hd, theta),
-            Angles::new(5, s, hd + 2, theta),
-            Angles::new(5, s, hd, 10_000.0),
-        ] {
-            let got =
-                rope_interleaved_by(&config, x.view(), 5, theta, &other.unwrap(), &Sequential);
-            assert_eq!(got.unwrap().to_bits(), want.to_bits());
+    fn rms_norm_rows_into_has_rms_norms_bits() {
+        let (m, d) = (5, 24);
+        let x = Tensor::new(alloc::vec![m, d], values(m * d, 1.0)).unwrap();
+        let w = Tensor::new(alloc::vec![d], values(d, 2.0)).unwrap();
+        let want = rms_norm(&x, &w, 1e-5, &Sequential).unwrap();
+        for (config, s) in schedules() {
+            let mut out = alloc::vec![f32::NAN; m * d];
+            rms_norm_rows_into(&config, x.data(), w.data(), 1e-5, s, &mut out).unwrap();
+            assert_eq!(Tensor::new(alloc::vec![m, d], out).unwrap(), want);
         }
-        // And the shape errors are rope's.
-        let odd = Tensor::new(vec![1, 1, 1, 3], vec![0.0; 3]).unwrap();
-        assert_eq!(
-            rope_interleaved_by(&config, odd.view(), 0, theta, &angles, &Sequential).unwrap_err(),
-            rope_interleaved(&odd, 0, theta, &Sequential).unwrap_err()
+        let mut short = alloc::vec![0.0; m * d - 1];
+        let err = rms_norm_rows_into(
+            &KernelConfig::selected(),
+            x.data(),
+            w.data(),
+            1e-5,
+            &Sequential,
+            &mut short,
         );
+        assert!(matches!(
+            err,
+            Err(KernelError::Shape(ShapeError::ElementwiseMismatch { .. }))
+        ));
+    }
+
+    #[test]
+    fn rope_interleaved_rows_into_has_rope_interleaveds_bits() {
+        let (heads, s, hd, offset, theta) = (3, 5, 8, 7, 100_000.0);
+        let x = Tensor::new(alloc::vec![1, heads, s, hd], values(heads * s * hd, 3.0)).unwrap();
+        let want = rope_interleaved(&x, offset, theta, &Sequential).unwrap();
+        let angles = angle_table(offset, s, hd, theta).unwrap();
+        for (config, sc) in schedules() {
+            let mut out = alloc::vec![f32::NAN; x.len()];
+            rope_interleaved_rows_into(&config, x.data(), s, hd, &angles, sc, &mut out).unwrap();
+            assert_eq!(out, want.data());
+        }
+        // Angles of another length are refused, not read short.
+        let mut out = alloc::vec![0.0; x.len()];
+        let config = KernelConfig::selected();
+        let err = rope_interleaved_rows_into(
+            &config,
+            x.data(),
+            s,
+            hd,
+            &angles[1..],
+            &Sequential,
+            &mut out,
+        );
+        assert!(matches!(
+            err,
+            Err(KernelError::Shape(ShapeError::ElementwiseMismatch { .. }))
+        ));
+    }
+
+    #[test]
+    fn silu_mul_columns_into_has_silu_muls_bits_transposed() {
+        // Two whole column groups and a ragged one; 21 rows are a whole tile's and a ragged
+        // one's, and with two pieces, two ragged tiles each.
+        let (m, width) = (21, 37);
+        let g = Tensor::new(alloc::vec![m, width], values(m * width, 4.0)).unwrap();
+        let u = Tensor::new(alloc::vec![m, width], values(m * width, 5.0)).unwrap();
+        let want = silu_mul(&g, &u, &Sequential).unwrap();
+        let (gc, uc) = (columns(g.data(), m, width), columns(u.data(), m, width));
+        for (config, s) in schedules() {
+            let mut out = alloc::vec![f32::NAN; m * width];
+            silu_mul_columns_into(&config, &gc, &uc, m, s, &mut out).unwrap();
+            assert_eq!(out, want.data());
+        }
+        let mut out = alloc::vec![0.0; m * width];
+        let err = silu_mul_columns_into(
+            &KernelConfig::selected(),
+            &gc,
+            &uc[1..],
+            m,
+            &Sequential,
+            &mut out,
+        );
+        assert!(matches!(
+            err,
+            Err(KernelError::Shape(ShapeError::ElementwiseMismatch { .. }))
+        ));
+    }
+
+    #[test]
+    fn add_columns_into_has_add_broadcasts_bits_transposed() {
+        let (m, width) = (7, 35);
+        let x = Tensor::new(alloc::vec![m, width], values(m * width, 6.0)).unwrap();
+        let y = Tensor::new(alloc::vec![m, width], values(m * width, 7.0)).unwrap();
+        let want = add_broadcast(&x, &y, &Sequential).unwrap();
+        let yc = columns(y.data(), m, width);
+        for (config, s) in schedules() {
+            let mut sum = x.data().to_vec();
+            add_columns_into(&config, &mut sum, &yc, m, s).unwrap();
+            assert_eq!(sum, want.data());
+        }
+        // A length that is not `m` rows is refused.
+        let mut sum = x.data().to_vec();
+        let err = add_columns_into(&KernelConfig::selected(), &mut sum, &yc, m + 1, &Sequential);
+        assert!(matches!(
+            err,
+            Err(KernelError::Shape(ShapeError::ElementwiseMismatch { .. }))
+        ));
     }
 }

@@ -62,15 +62,22 @@ pub use sdpa::{
 };
 pub use variants::{cpu_kernels, selected_kernels, CpuKernels};
 
-/// The row-level pieces a decoder's step runs on its own buffers, so that it allocates nothing:
-/// the same loops, in the same order, as the tensor ops above.
+/// The row-level pieces a decoder's step and prefill run on their own buffers, so that they
+/// allocate nothing: the same loops, in the same order, as the tensor ops above.
 #[cfg(feature = "model")]
 pub(crate) mod step {
+    pub(crate) use super::decoder::{
+        add_columns_into, rms_norm_rows_into, rope_interleaved_rows_into, silu_mul_columns_into,
+    };
+    pub(crate) use super::error::scratch;
     pub(crate) use super::loops::gate::silu_mul_row;
     pub(crate) use super::loops::norm::rms_norm_row;
     pub(crate) use super::loops::rope::{
         angle_table, inv_frequencies, push_angles, rope_interleaved_row,
     };
-    pub(crate) use super::qlinear::{quant_embedding_row_into, quant_linear_row_into, QScratch};
+    pub(crate) use super::qlinear::{
+        quant_embedding_row_into, quant_embedding_rows_into, quant_linear_row_into,
+        quant_linear_rows_into, transpose_into, QScratch,
+    };
     pub(crate) use super::sdpa::{attend_heads, Heads};
 }

@@ -365,17 +365,47 @@ pub(crate) fn quant_linear_row_into(
     scratch: &mut QScratch,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
+    // For one row, the column-major product is the row of outputs.
+    quant_linear_rows_into(config, &[x], ws, mode, schedule, scratch, out)
+}
+
+/// The product of the rows `xs` (each as wide as every weight of `ws`) by the weights `ws`,
+/// written column-major to `out`: each output column's `xs.len()` values in turn, the weights'
+/// columns one after another (`xs.len() · Σ rows` values). These are the bits of
+/// [`quant_linear_many`] (whose row-major outputs are this buffer transposed), computed by the
+/// same calls: one region and one quantization of `xs` for weights of one format, one call per
+/// weight otherwise. `scratch` holds the quantized activations between calls, so nothing is
+/// allocated once it has grown to the largest call: a decoder's prefill and step call this.
+#[cfg(feature = "model")]
+pub(crate) fn quant_linear_rows_into(
+    config: &KernelConfig,
+    xs: &[&[f32]],
+    ws: &[QMatrix<'_>],
+    mode: Activations,
+    schedule: &dyn Schedule,
+    scratch: &mut QScratch,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
     const OP: &str = "quant_linear";
-    let k = x.len();
+    let m = xs.len();
+    let k = xs.first().map_or(0, |x| x.len());
+    if let Some(x) = xs.iter().find(|x| x.len() != k) {
+        return Err(ShapeError::ElementwiseMismatch {
+            op: OP,
+            a: vec![m, k],
+            b: vec![x.len()],
+        }
+        .into());
+    }
     let mut n = 0usize;
     for w in ws {
         if w.cols != k {
             // The shape check names the mismatch (it cannot pass here).
-            shape::linear(&[1, k], &[w.rows, w.cols])?;
+            shape::linear(&[m, k], &[w.rows, w.cols])?;
         }
         n = n.saturating_add(w.rows);
     }
-    if out.len() != n {
+    if out.len() != m.saturating_mul(n) {
         return Err(ShapeError::TooLarge {
             op: OP,
             shapes: vec![vec![out.len()], ws.iter().map(|w| w.rows).collect()],
@@ -386,31 +416,34 @@ pub(crate) fn quant_linear_row_into(
         return Ok(());
     };
     if ws.iter().any(|w| w.ty != first.ty) {
-        // One call per weight, as `quant_linear_many` makes them.
+        // One call per weight, as `quant_linear_many` makes them: weight `i`'s columns are a
+        // run of the buffer.
         let mut rest = out;
         for w in ws {
-            let (mine, tail) = core::mem::take(&mut rest).split_at_mut(w.rows);
+            let (mine, tail) = core::mem::take(&mut rest).split_at_mut(w.rows * m);
             rest = tail;
             let one = core::slice::from_ref(w);
-            quant_linear_row_into(config, x, one, mode, schedule, scratch, mine)?;
+            quant_linear_rows_into(config, xs, one, mode, schedule, scratch, mine)?;
         }
         return Ok(());
     }
-    if n == 0 || k == 0 {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
         out.fill(0.0);
         return Ok(());
     }
     let run = Columns {
         schedule,
         work: Work {
-            total: (k as u64).saturating_mul(n as u64),
+            total: (m as u64).saturating_mul(k as u64).saturating_mul(n as u64),
             fork_from: config.threshold(QUANT_PARALLEL_MIN_WORK),
         },
-        m: 1,
+        m,
         n,
     };
-    let xs = [x];
-    products(config, &run, &xs, ws, mode, scratch, Dest::Columns(out))
+    products(config, &run, xs, ws, mode, scratch, Dest::Columns(out))
 }
 
 /// Where a product's outputs go.
@@ -537,7 +570,7 @@ const TRANSPOSE_COLUMNS: usize = 16;
 /// `width` columns of `m` values each, back to back in `columns`, into the row-major `out`
 /// (`m` rows of `width`): a group of columns at a time, row after row, so that the reads
 /// stream and the writes are runs, not a stride of a row per value.
-fn transpose_into(columns: &[f32], m: usize, width: usize, out: &mut [f32]) {
+pub(crate) fn transpose_into(columns: &[f32], m: usize, width: usize, out: &mut [f32]) {
     debug_assert!(columns.len() == m * width && out.len() == m * width);
     let mut j = 0;
     while j < width {
@@ -653,6 +686,54 @@ pub(crate) fn quant_embedding_row_into(
     Ok(())
 }
 
+/// The rows `ids` of a quantized table decoded into `out` (`ids.len() · table.cols()` values,
+/// row after row) under `schedule`, as [`quant_embedding`] decodes and schedules them, without
+/// allocating: a decoder's prefill calls this.
+#[cfg(feature = "model")]
+pub(crate) fn quant_embedding_rows_into(
+    config: &KernelConfig,
+    ids: &[u32],
+    table: &QMatrix<'_>,
+    schedule: &dyn Schedule,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    const OP: &str = "quant_embedding";
+    let d = table.cols;
+    if let Some((index, &id)) = ids
+        .iter()
+        .enumerate()
+        .find(|(_, &id)| usize::try_from(id).map_or(true, |r| r >= table.rows))
+    {
+        return Err(ShapeError::EmbeddingId {
+            table: vec![table.rows, table.cols],
+            index,
+            id: id as usize,
+        }
+        .into());
+    }
+    if out.len() != ids.len().saturating_mul(d) {
+        return Err(ShapeError::ElementwiseMismatch {
+            op: OP,
+            a: vec![ids.len(), d],
+            b: vec![out.len()],
+        }
+        .into());
+    }
+    if d == 0 || ids.is_empty() {
+        return Ok(());
+    }
+    let work = Work {
+        total: out.len() as u64,
+        fork_from: config.threshold(DECODER_PARALLEL_MIN_WORK),
+    };
+    parallel_chunks(OP, schedule, out, d, work, &|units, chunk| {
+        for (r, o) in units.zip(chunk.chunks_exact_mut(d)) {
+            quant::decode_row(table.ty, table.row_or_empty(ids[r] as usize), o)?;
+        }
+        Ok(())
+    })
+}
+
 /// The rows `ids` of a quantized table (`table.rows()` rows of `table.cols()` values), each
 /// decoded exactly ([`quant::decode_row`]): an output of shape `[ids.len(), table.cols()]`.
 ///
@@ -742,4 +823,155 @@ pub fn quant_embedding_with(
         Ok(())
     })?;
     Ok(out)
+}
+
+#[cfg(all(test, feature = "model", not(feature = "loom")))]
+mod tests {
+    use super::*;
+    use crate::kernels::tests::TwoTasksInline;
+    use crate::Sequential;
+
+    /// `rows` Q8_0 rows of `cols` values, their quants and scales from `seed`.
+    fn q8_0(rows: usize, cols: usize, seed: u8) -> Vec<u8> {
+        (0..rows * cols / 32)
+            .flat_map(|b| {
+                let at = b as u8;
+                let qs = core::array::from_fn(|i| (i as u8 ^ at).wrapping_mul(seed) as i8 >> 1);
+                // Scales between 2^-8 and 2^-7 (f16 bits 0x1c00..0x2000).
+                let d = 0x1c00 + (u16::from(at.wrapping_mul(seed)) << 2);
+                BlockQ8_0 { d, qs }.to_le_bytes()
+            })
+            .collect()
+    }
+
+    /// `rows` Q4_0 rows of `cols` values, as [`q8_0`].
+    fn q4_0(rows: usize, cols: usize, seed: u8) -> Vec<u8> {
+        (0..rows * cols / 32)
+            .flat_map(|b| {
+                let at = b as u8;
+                let qs = core::array::from_fn(|i| (i as u8).wrapping_mul(seed) ^ at);
+                BlockQ4_0 {
+                    d: 0x2000 + u16::from(at),
+                    qs,
+                }
+                .to_le_bytes()
+            })
+            .collect()
+    }
+
+    /// The `[m, n]` tensors of `ys`, each transposed and back to back: the column-major
+    /// buffer of their columns.
+    fn columns(ys: &[Tensor]) -> Vec<f32> {
+        let mut out = Vec::new();
+        for y in ys {
+            let [m, n] = *y.shape() else {
+                panic!("{:?}", y.shape())
+            };
+            out.extend((0..n * m).map(|i| y.data()[(i % m) * n + i / m]));
+        }
+        out
+    }
+
+    #[test]
+    fn rows_into_writes_the_bits_of_quant_linear_many_column_major() {
+        let (m, k) = (5, 64);
+        let x = Tensor::new(
+            vec![m, k],
+            (0..m * k).map(|i| (i as f32 * 0.29).sin()).collect(),
+        )
+        .unwrap();
+        let xs: Vec<&[f32]> = x.data().chunks_exact(k).collect();
+        let (a, b, c) = (q8_0(20, k, 3), q8_0(7, k, 5), q4_0(9, k, 7));
+        let a = QMatrix::new(GgmlType::Q8_0, 20, k, &a).unwrap();
+        let b = QMatrix::new(GgmlType::Q8_0, 7, k, &b).unwrap();
+        let c = QMatrix::new(GgmlType::Q4_0, 9, k, &c).unwrap();
+        let forked = KernelConfig::selected().with_min_parallel_work(0);
+        let schedules: [(KernelConfig, &dyn Schedule); 2] = [
+            (KernelConfig::selected(), &Sequential),
+            (forked, &TwoTasksInline),
+        ];
+        // One format (one region), and two (one call per weight).
+        for ws in [vec![a, b], vec![a, c, b]] {
+            for mode in [Activations::Exact, Activations::Q8] {
+                let want = quant_linear_many(&x, &ws, mode, &Sequential).unwrap();
+                let want = columns(&want);
+                for (config, s) in &schedules {
+                    let mut scratch = QScratch::default();
+                    let mut out = vec![f32::NAN; want.len()];
+                    quant_linear_rows_into(config, &xs, &ws, mode, *s, &mut scratch, &mut out)
+                        .unwrap();
+                    assert_eq!(out, want, "{mode:?}");
+                    // One row: the row of outputs, as `quant_linear_row_into` writes it.
+                    let one = quant_linear_many(
+                        x.view().narrow(0, 2, 1).unwrap(),
+                        &ws,
+                        mode,
+                        &Sequential,
+                    )
+                    .unwrap();
+                    let mut row = vec![f32::NAN; want.len() / m];
+                    quant_linear_row_into(config, xs[2], &ws, mode, *s, &mut scratch, &mut row)
+                        .unwrap();
+                    assert_eq!(row, columns(&one), "{mode:?}");
+                }
+            }
+        }
+        // An output of another length, and rows of another width, are refused.
+        let config = KernelConfig::selected();
+        let mut scratch = QScratch::default();
+        let mut out = vec![0.0; m * 27 - 1];
+        let short = quant_linear_rows_into(
+            &config,
+            &xs,
+            &[a, b],
+            Activations::Q8,
+            &Sequential,
+            &mut scratch,
+            &mut out,
+        );
+        assert!(matches!(
+            short,
+            Err(KernelError::Shape(ShapeError::TooLarge { .. }))
+        ));
+        let ragged = [xs[0], &xs[1][1..]];
+        let mut out = vec![0.0; 2 * 27];
+        let ragged = quant_linear_rows_into(
+            &config,
+            &ragged,
+            &[a, b],
+            Activations::Q8,
+            &Sequential,
+            &mut scratch,
+            &mut out,
+        );
+        assert!(matches!(
+            ragged,
+            Err(KernelError::Shape(ShapeError::ElementwiseMismatch { .. }))
+        ));
+    }
+
+    #[test]
+    fn embedding_rows_into_writes_the_bits_of_quant_embedding() {
+        let table = q4_0(6, 64, 11);
+        let table = QMatrix::new(GgmlType::Q4_0, 6, 64, &table).unwrap();
+        let ids = [5, 0, 3, 3];
+        let want = quant_embedding(&ids, &table, &Sequential).unwrap();
+        let forked = KernelConfig::selected().with_min_parallel_work(0);
+        let schedules: [(KernelConfig, &dyn Schedule); 2] = [
+            (KernelConfig::selected(), &Sequential),
+            (forked, &TwoTasksInline),
+        ];
+        for (config, s) in &schedules {
+            let mut out = vec![f32::NAN; want.len()];
+            quant_embedding_rows_into(config, &ids, &table, *s, &mut out).unwrap();
+            assert_eq!(out, want.data());
+        }
+        // An id past the table is quant_embedding's error, naming it and where it is.
+        let mut out = vec![0.0; 2 * 64];
+        let config = KernelConfig::selected();
+        assert_eq!(
+            quant_embedding_rows_into(&config, &[1, 6], &table, &Sequential, &mut out).unwrap_err(),
+            quant_embedding(&[1, 6], &table, &Sequential).unwrap_err()
+        );
+    }
 }

@@ -550,9 +550,10 @@ fn sdpa_bits_do_not_depend_on_what_the_threads_reused_scratch_held() {
 
 /// Two tasks' chunks ([`Chunks`](crate::Chunks), as every schedule cuts them) run one after
 /// the other on the calling thread: a matrix product splits for two tasks (over rows or over
-/// tiles) and every body call takes this thread's reused scratch.
+/// tiles) and every body call takes this thread's reused scratch. With a config that always
+/// forks, any kernel's region is cut as a pool of two would cut it.
 #[cfg(feature = "std")]
-struct TwoTasksInline;
+pub(super) struct TwoTasksInline;
 
 #[cfg(feature = "std")]
 impl crate::Schedule for TwoTasksInline {

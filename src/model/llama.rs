@@ -13,17 +13,17 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::gguf::{Gguf, GgufError, TensorInfo};
-use crate::kernels::decoder::{rope_interleaved_by, Angles};
 use crate::kernels::step::{
-    attend_heads, inv_frequencies, push_angles, quant_embedding_row_into, quant_linear_row_into,
-    rms_norm_row, rope_interleaved_row, silu_mul_row, Heads, QScratch,
+    add_columns_into, attend_heads, inv_frequencies, push_angles, quant_embedding_row_into,
+    quant_embedding_rows_into, quant_linear_row_into, quant_linear_rows_into, rms_norm_row,
+    rms_norm_rows_into, rope_interleaved_row, rope_interleaved_rows_into, scratch,
+    silu_mul_columns_into, silu_mul_row, transpose_into, Heads, QScratch,
 };
 use crate::quant::{self, GgmlType, QuantError};
 use crate::shape::SdpaDims;
 use crate::{
-    add_broadcast_with, quant_embedding_with, quant_linear_many_with, quant_linear_with,
-    rms_norm_with, scaled_dot_product_attention_with, silu_mul_with, Activations, KernelConfig,
-    KernelError, KvCache, QMatrix, Schedule, SdpaOptions, Tensor, TensorView,
+    Activations, KernelConfig, KernelError, KvCache, QMatrix, Schedule, SdpaOptions, ShapeError,
+    Tensor, TensorView,
 };
 use std::time::{Duration, Instant};
 
@@ -511,6 +511,7 @@ impl<'a> Llama<'a> {
             capacity,
             len: 0,
             step: StepBuffers::new(c)?,
+            prefill: PrefillBuffers::default(),
             times: OpTimes::default(),
         })
     }
@@ -522,6 +523,11 @@ impl<'a> Llama<'a> {
     /// Every op runs under `schedule`; the result is bit-identical under every schedule. The
     /// kernels are the selected variant's ([`KernelConfig::selected`]);
     /// [`forward_with`](Self::forward_with) takes a given one.
+    ///
+    /// Every op writes into buffers the cache keeps, grown to the longest call so far and
+    /// reused by every layer, so a call no longer than an earlier one on the same cache
+    /// allocates only the logits it returns (and, for [`Logits::All`], the output head's
+    /// product before it is transposed into them, as large as they are).
     ///
     /// # Errors
     ///
@@ -572,87 +578,115 @@ impl<'a> Llama<'a> {
         if s == 0 {
             return Ok(Tensor::zeros(alloc::vec![0, c.vocab])?);
         }
+        let (d, ffn) = (c.dim, c.ffn);
+        let (nq, nkv) = (c.heads * hd, c.kv_heads * hd);
+        let nqkv = nq + 2 * nkv;
         let offset = cache.len;
         let causal = SdpaOptions {
             scale: None,
             causal: true,
         };
-        let mut x = quant_embedding_with(config, tokens, &self.embd, schedule)?;
-        // The rotary angles of this step's positions, once for every layer's queries and keys.
-        let theta = c.rope_base;
-        let angles = Angles::new(offset, s, hd, theta).ok_or(KernelError::Scratch {
-            op: "rope",
-            elements: s.saturating_mul(hd),
-        })?;
-        for (b, layer) in self.blocks.iter().zip(cache.layers.iter_mut()) {
-            let h = rms_norm_with(config, &x, &b.attn_norm, c.rms_eps, schedule)?;
+        let LlamaCache {
+            layers,
+            step,
+            prefill: b,
+            times,
+            ..
+        } = cache;
+        b.fit(c, s)?;
+        let x = &mut b.x[..s * d];
+        quant_embedding_rows_into(config, tokens, &self.embd, schedule, x)?;
+        // The rotary angles of this call's positions, once for every layer's queries and keys.
+        b.angles.clear();
+        push_angles(offset, s, &step.inv_freq, &mut b.angles);
+        for (blk, layer) in self.blocks.iter().zip(layers.iter_mut()) {
+            let (x, h) = (&mut b.x[..s * d], &mut b.h[..s * d]);
+            rms_norm_rows_into(config, x, blk.attn_norm.data(), c.rms_eps, schedule, h)?;
             // One region (and one quantization of `h`) for the three projections.
-            let [q, k, v] = outputs(quant_linear_many_with(
-                config,
-                &h,
-                &[b.wq, b.wk, b.wv],
-                mode,
-                schedule,
-            )?)?;
-            let q = rope_interleaved_by(
-                config,
-                heads(&q, c.heads, hd)?,
-                offset,
-                theta,
-                &angles,
-                schedule,
-            )?;
-            let k = rope_interleaved_by(
-                config,
-                heads(&k, c.kv_heads, hd)?,
-                offset,
-                theta,
-                &angles,
-                schedule,
-            )?;
+            let qkv = [blk.wq, blk.wk, blk.wv];
+            let cols = &mut b.cols[..s * nqkv];
+            b.linear.product(config, h, d, &qkv, mode, schedule, cols)?;
+            // Each head's `hd` columns of `s` values become its `[s, hd]` rows: the queries,
+            // keys and values as `[heads, s, hd]` blocks, one after another.
+            let heads = &mut b.heads[..s * nqkv];
+            for (from, to) in cols
+                .chunks_exact(s * hd)
+                .zip(heads.chunks_exact_mut(s * hd))
+            {
+                transpose_into(from, s, hd, to);
+            }
+            let (q, rest) = heads.split_at(s * nq);
+            let (k, v) = rest.split_at(s * nkv);
+            let angles = &b.angles;
+            let (rq, rk) = (&mut b.q[..s * nq], &mut b.k[..s * nkv]);
+            rope_interleaved_rows_into(config, q, s, hd, angles, schedule, rq)?;
+            rope_interleaved_rows_into(config, k, s, hd, angles, schedule, rk)?;
             let t = Instant::now();
-            layer.append(k.view(), heads(&v, c.kv_heads, hd)?)?;
-            let t = cache.times.kv_cache_since(t);
-            let (keys, values) = layer.keys_values();
-            let attn = scaled_dot_product_attention_with(
-                config, &q, keys, values, None, &causal, schedule,
-            )?;
-            cache.times.attention += t.elapsed();
-            // [1, heads, s, hd] back to [s, heads·hd] for the output projection.
-            let attn = attn
-                .view()
-                .permute(&[0, 2, 1, 3])?
-                .to_tensor()?
-                .reshape(alloc::vec![s, c.heads * hd])?;
-            x = add_broadcast_with(
-                config,
-                &x,
-                &quant_linear_with(config, &attn, &b.wo, mode, schedule)?,
-                schedule,
-            )?;
-            let h = rms_norm_with(config, &x, &b.ffn_norm, c.rms_eps, schedule)?;
-            let [gate, up] = outputs(quant_linear_many_with(
-                config,
-                &h,
-                &[b.w_gate, b.w_up],
-                mode,
-                schedule,
-            )?)?;
-            let act = silu_mul_with(config, &gate, &up, schedule)?;
-            x = add_broadcast_with(
-                config,
-                &x,
-                &quant_linear_with(config, &act, &b.w_down, mode, schedule)?,
-                schedule,
-            )?;
+            layer.append_compact(rk, v, s)?;
+            let t = times.kv_cache_since(t);
+            let ([keys, values], len, capacity) = layer.buffers();
+            let dims = SdpaDims {
+                batch: 1,
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                q_len: s,
+                kv_len: len,
+                head_dim: hd,
+            };
+            let q = Heads::raw(rq, 0, s * nq, s * hd);
+            let (k, v) = (
+                Heads::raw(keys, 0, capacity * nkv, capacity * hd),
+                Heads::raw(values, 0, capacity * nkv, capacity * hd),
+            );
+            let attn = &mut b.attn[..s * nq];
+            attend_heads(config, &dims, [&q, &k, &v], None, &causal, attn, schedule)?;
+            times.attention += t.elapsed();
+            // [heads, s, hd] to the rows [s, heads·hd] the output projection reads (in `h`,
+            // whose normed rows the projections above have read: `heads·hd` is the width).
+            for (hh, head) in attn.chunks_exact(s * hd).enumerate() {
+                for (i, row) in head.chunks_exact(hd).enumerate() {
+                    h[i * nq + hh * hd..i * nq + (hh + 1) * hd].copy_from_slice(row);
+                }
+            }
+            let cols = &mut b.cols[..s * d];
+            b.linear
+                .product(config, h, nq, &[blk.wo], mode, schedule, cols)?;
+            add_columns_into(config, x, cols, s, schedule)?;
+            rms_norm_rows_into(config, x, blk.ffn_norm.data(), c.rms_eps, schedule, h)?;
+            let gate_up = [blk.w_gate, blk.w_up];
+            let cols = &mut b.cols[..s * 2 * ffn];
+            b.linear
+                .product(config, h, d, &gate_up, mode, schedule, cols)?;
+            let (gate, up) = cols.split_at(s * ffn);
+            let act = &mut b.act[..s * ffn];
+            silu_mul_columns_into(config, gate, up, s, schedule, act)?;
+            let cols = &mut b.cols[..s * d];
+            b.linear
+                .product(config, act, ffn, &[blk.w_down], mode, schedule, cols)?;
+            add_columns_into(config, x, cols, s, schedule)?;
         }
         cache.len += s;
-        let rows = match logits {
-            Logits::Last => x.view().narrow(0, s - 1, 1)?,
-            Logits::All => x.view(),
+        let b = &mut cache.prefill;
+        let m = match logits {
+            Logits::Last => 1,
+            Logits::All => s,
         };
-        let h = rms_norm_with(config, rows, &self.output_norm, c.rms_eps, schedule)?;
-        Ok(quant_linear_with(config, &h, &self.output, mode, schedule)?)
+        let (x, h) = (&b.x[(s - m) * d..s * d], &mut b.h[..m * d]);
+        rms_norm_rows_into(config, x, self.output_norm.data(), c.rms_eps, schedule, h)?;
+        let mut out = Tensor::zeros(alloc::vec![m, c.vocab])?;
+        let head = [self.output];
+        if m == 1 {
+            // One row's column-major product is the row.
+            b.linear
+                .product(config, h, d, &head, mode, schedule, out.data_mut())?;
+        } else {
+            // As large as the output: made for this call, not kept with the cache.
+            let mut cols = scratch("quant_linear", m.saturating_mul(c.vocab))?;
+            b.linear
+                .product(config, h, d, &head, mode, schedule, &mut cols)?;
+            transpose_into(&cols, m, c.vocab, out.data_mut());
+        }
+        Ok(out)
     }
 
     /// One decode step: `token` at position `cache.len()` through the model, its keys and
@@ -863,6 +897,142 @@ impl StepBuffers {
     }
 }
 
+/// The buffers of one [`Llama::forward`], made with its cache when the first call needs them
+/// and grown to the longest call since: every layer, and every later call of no more tokens,
+/// writes into them instead of allocating (and the allocator paging) tensors per op. Each is
+/// `positions` rows of its width, a call of `s` tokens using the first `s`.
+#[derive(Default)]
+struct PrefillBuffers {
+    /// The rows they hold.
+    positions: usize,
+    /// The residual stream `[s, dim]`.
+    x: Vec<f32>,
+    /// The rows a projection reads `[s, dim]`: the normed stream, or the attention's heads side
+    /// by side (`heads·hd` is `dim`).
+    h: Vec<f32>,
+    /// A projection's column-major output: its columns of `s` values, one after another.
+    cols: Vec<f32>,
+    /// The query, key and value heads `[heads + 2·kv_heads, s, hd]`, each head's rows compact.
+    heads: Vec<f32>,
+    /// The rotated queries `[heads, s, hd]`.
+    q: Vec<f32>,
+    /// The rotated keys `[kv_heads, s, hd]`.
+    k: Vec<f32>,
+    /// The attention's output `[heads, s, hd]`.
+    attn: Vec<f32>,
+    /// The gated MLP's hidden rows `[s, ffn]`.
+    act: Vec<f32>,
+    /// The rotary angles of the call's positions.
+    angles: Vec<[f32; 2]>,
+    linear: LinearScratch,
+}
+
+impl PrefillBuffers {
+    /// Grows the buffers to hold `s` positions of `c` (nothing when they already do).
+    fn fit(&mut self, c: &LlamaConfig, s: usize) -> Result<(), ModelError> {
+        if s <= self.positions {
+            return Ok(());
+        }
+        let hd = c.head_dim;
+        let nq = c.heads.saturating_mul(hd);
+        let nkv = c.kv_heads.saturating_mul(hd);
+        let nqkv = nq.saturating_add(nkv.saturating_mul(2));
+        let widest = nqkv.max(c.ffn.saturating_mul(2)).max(c.dim);
+        let buffers = [
+            (&mut self.x, "x", c.dim),
+            (&mut self.h, "h", c.dim),
+            (&mut self.cols, "quant_linear", widest),
+            (&mut self.heads, "qkv", nqkv),
+            (&mut self.q, "rope", nq),
+            (&mut self.k, "rope", nkv),
+            (&mut self.attn, "sdpa", nq),
+            (&mut self.act, "silu_mul", c.ffn),
+        ];
+        for (v, op, width) in buffers {
+            let n = s.saturating_mul(width);
+            if v.len() < n {
+                v.try_reserve_exact(n - v.len())
+                    .map_err(|_| KernelError::Scratch { op, elements: n })?;
+                v.resize(n, 0.0);
+            }
+        }
+        let pairs = s.saturating_mul(hd / 2);
+        self.angles.clear();
+        self.angles
+            .try_reserve_exact(pairs)
+            .map_err(|_| KernelError::Scratch {
+                op: "rope",
+                elements: pairs,
+            })?;
+        let rows = &mut self.linear.rows;
+        rows.try_reserve_exact(s)
+            .map_err(|_| KernelError::Scratch {
+                op: "quant_linear",
+                elements: s,
+            })?;
+        self.positions = s;
+        Ok(())
+    }
+}
+
+/// What a product of many rows keeps between calls: the list of its input rows and its
+/// quantized activations, both grown to the largest call and then reused.
+#[derive(Default)]
+struct LinearScratch {
+    /// Empty between calls: only its allocation is kept (see [`recycle`]).
+    rows: Vec<&'static [f32]>,
+    q8: QScratch,
+}
+
+impl LinearScratch {
+    /// The rows of `x` (`k` values each) times `ws`, column-major into `out`
+    /// ([`quant_linear_rows_into`]): the bits of [`quant_linear_many`](crate::quant_linear_many).
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        &mut self,
+        config: &KernelConfig,
+        x: &[f32],
+        k: usize,
+        ws: &[QMatrix<'_>],
+        mode: Activations,
+        schedule: &dyn Schedule,
+        out: &mut [f32],
+    ) -> Result<(), ModelError> {
+        let m = x.len().checked_div(k).unwrap_or(0);
+        if m.saturating_mul(k) != x.len() {
+            return Err(KernelError::Shape(ShapeError::ElementwiseMismatch {
+                op: "quant_linear",
+                a: alloc::vec![m, k],
+                b: alloc::vec![x.len()],
+            })
+            .into());
+        }
+        let mut rows = recycle(core::mem::take(&mut self.rows));
+        let done = rows
+            .try_reserve_exact(m)
+            .map_err(|_| KernelError::Scratch {
+                op: "quant_linear",
+                elements: m,
+            })
+            .and_then(|()| {
+                rows.extend(x.chunks_exact(k.max(1)));
+                quant_linear_rows_into(config, &rows, ws, mode, schedule, &mut self.q8, out)
+            });
+        self.rows = recycle(rows);
+        Ok(done?)
+    }
+}
+
+/// `v` emptied, as a list of rows of another lifetime in the same allocation: a
+/// [`LinearScratch`] keeps the list's memory between calls, though the rows it lists live only
+/// for one. Collecting an emptied `Vec`'s iterator into a `Vec` of an element of the same size
+/// reuses its allocation (the standard library collects such iterators in place).
+fn recycle<'b>(mut v: Vec<&[f32]>) -> Vec<&'b [f32]> {
+    v.clear();
+    // An empty list: the closure never runs, it only names the new element type.
+    v.into_iter().map(|_| -> &'b [f32] { &[] }).collect()
+}
+
 /// Time spent in attention and in the K/V cache's appends, summed over every call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct OpTimes {
@@ -877,27 +1047,6 @@ impl OpTimes {
         self.kv_cache += now - t;
         now
     }
-}
-
-/// The `N` outputs of a [`quant_linear_many`] call of `N` weights.
-fn outputs<const N: usize>(outs: Vec<Tensor>) -> Result<[Tensor; N], ModelError> {
-    <[Tensor; N]>::try_from(outs).map_err(|_| {
-        ModelError::Kernel(KernelError::Scratch {
-            op: "quant_linear",
-            elements: N,
-        })
-    })
-}
-
-/// `t` `[s, heads·hd]` seen as `[1, heads, s, hd]`, without a copy.
-fn heads(t: &Tensor, heads: usize, hd: usize) -> Result<TensorView<'_>, ModelError> {
-    let s = t.shape()[0];
-    Ok(TensorView::strided(
-        t.data(),
-        alloc::vec![1, heads, s, hd],
-        alloc::vec![s * heads * hd, hd, heads * hd, 1],
-        0,
-    )?)
 }
 
 /// Which rows' logits [`Llama::forward`] returns.
@@ -940,12 +1089,21 @@ impl LayerCache {
     fn append_position(&mut self, k: &[f32], v: &[f32]) -> Result<(), KernelError> {
         match self {
             LayerCache::Positional(c) => c.append_position(k, v),
+            LayerCache::Append { .. } => self.append_compact(k, v, 1),
+        }
+    }
+
+    /// [`append`](Self::append) of `t` positions, `k` and `v` compact `[nKV, t, hd]` each:
+    /// without a view, so a positional cache allocates nothing.
+    fn append_compact(&mut self, k: &[f32], v: &[f32], t: usize) -> Result<(), KernelError> {
+        match self {
+            LayerCache::Positional(c) => c.append_compact(k, v, t),
             LayerCache::Append { k: ks, .. } => {
                 let [_, kv, _, hd] = *ks.shape() else {
                     return Ok(());
                 };
-                let shape = || alloc::vec![1, kv, 1, hd];
-                let strides = || alloc::vec![kv * hd, hd, hd, 1];
+                let shape = || alloc::vec![1, kv, t, hd];
+                let strides = || alloc::vec![kv * t * hd, t * hd, hd, 1];
                 let k = TensorView::strided(k, shape(), strides(), 0)?;
                 let v = TensorView::strided(v, shape(), strides(), 0)?;
                 self.append(k, v)
@@ -998,6 +1156,7 @@ pub struct LlamaCache {
     capacity: usize,
     len: usize,
     step: StepBuffers,
+    prefill: PrefillBuffers,
     times: OpTimes,
 }
 
