@@ -55,11 +55,9 @@ pub(crate) trait KQuant {
     /// Where four bytes whose second half is the block's `d` begin (the first half is
     /// `Q4_K`'s and `Q5_K`'s `d` as well, then `dmin`).
     const HALVES: usize;
-    /// The eight i32 partial sums of block `b`'s `isum` against the activation block `a`
-    /// (`b` begins [`BYTES`](Self::BYTES) readable bytes).
-    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i;
-    /// The eight i32 partial sums of block `b`'s `msum` against `a` (zero without minima).
-    unsafe fn mins8(b: *const u8, a: &BlockQ8_K) -> __m256i;
+    /// Eight i32 partial sums of block `b`'s `isum` against the activation block `a`, and of
+    /// its `msum` (zero without minima); `b` begins [`BYTES`](Self::BYTES) readable bytes.
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> (__m256i, __m256i);
     /// The `isum`s (and `msum`s: `msums[g]`, without minima untouched) of sixteen weight rows'
     /// block at `p` (row `c` at `p + c·rb`) against activation block `b` of each of the `rows`
     /// rows of `acts` (`blocks` a row), row `g`'s into `isums[g]`, one weight row to a lane.
@@ -120,14 +118,14 @@ unsafe fn load(p: *const u8) -> __m256i {
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
-/// `Q4_K` or (`FIFTH`) `Q5_K` block `b` against `a`: `d`, `dmin`, twelve bytes of 6-bit scales
-/// and minima, with `FIFTH` 32 bytes of fifth bits (bits `2c`, `2c + 1` of byte `p` for values
-/// `64c + p`, `64c + 32 + p`), then 128 bytes of nibbles (byte `32c + p`: value `64c + p` low,
-/// `64c + 32 + p` high).
+/// `Q4_K` or (`FIFTH`) `Q5_K` block `b` against `a`, `isum` and `msum`: `d`, `dmin`, twelve
+/// bytes of 6-bit scales and minima, with `FIFTH` 32 bytes of fifth bits (bits `2c`, `2c + 1`
+/// of byte `p` for values `64c + p`, `64c + 32 + p`), then 128 bytes of nibbles (byte `32c + p`:
+/// value `64c + p` low, `64c + 32 + p` high).
 #[inline(always)]
-unsafe fn min_ints8<const FIFTH: bool>(b: *const u8, a: &BlockQ8_K) -> __m256i {
+unsafe fn min_ints8<const FIFTH: bool>(b: *const u8, a: &BlockQ8_K) -> (__m256i, __m256i) {
     let qs = if FIFTH { 48 } else { 16 };
-    let (scales, _) = k4_scales(&{
+    let (scales, mins) = k4_scales(&{
         // SAFETY: `b` is a block.
         unsafe { twelve(b) }
     });
@@ -158,23 +156,11 @@ unsafe fn min_ints8<const FIFTH: bool>(b: *const u8, a: &BlockQ8_K) -> __m256i {
             acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(px, spread16(sc, 2 * c)));
             acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(py, spread16(sc, 2 * c + 1)));
         }
-        _mm256_add_epi32(acc[0], acc[1])
-    }
-}
-
-/// `Σ bsums·min` of `Q4_K`/`Q5_K` block `b` against `a` as eight i32 partial sums.
-#[inline(always)]
-unsafe fn min_mins8(b: *const u8, a: &BlockQ8_K) -> __m256i {
-    let (_, mins) = k4_scales(&{
-        // SAFETY: `b` is a block.
-        unsafe { twelve(b) }
-    });
-    // SAFETY: `bsums` is sixteen i16; the rest is register-only with AVX2 per the caller.
-    unsafe {
-        // Minimum `j / 2` at i16 `j`.
+        // `Σ bsums·min`, minimum `j / 2` at i16 `j`.
         let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
         let m = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
-        _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), m)
+        let msum = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), m);
+        (_mm256_add_epi32(acc[0], acc[1]), msum)
     }
 }
 
@@ -321,14 +307,9 @@ impl KQuant for Q4K {
     const MINS: bool = true;
     const HALVES: usize = 0;
     #[inline(always)]
-    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> (__m256i, __m256i) {
         // SAFETY: as the trait's contract.
         unsafe { min_ints8::<false>(b, a) }
-    }
-    #[inline(always)]
-    unsafe fn mins8(b: *const u8, a: &BlockQ8_K) -> __m256i {
-        // SAFETY: as the trait's contract.
-        unsafe { min_mins8(b, a) }
     }
     #[inline(always)]
     unsafe fn wide(
@@ -352,14 +333,9 @@ impl KQuant for Q5K {
     const MINS: bool = true;
     const HALVES: usize = 0;
     #[inline(always)]
-    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> (__m256i, __m256i) {
         // SAFETY: as the trait's contract.
         unsafe { min_ints8::<true>(b, a) }
-    }
-    #[inline(always)]
-    unsafe fn mins8(b: *const u8, a: &BlockQ8_K) -> __m256i {
-        // SAFETY: as the trait's contract.
-        unsafe { min_mins8(b, a) }
     }
     #[inline(always)]
     unsafe fn wide(
@@ -386,7 +362,7 @@ impl KQuant for Q6K {
     // The last two scales, then `d`.
     const HALVES: usize = 206;
     #[inline(always)]
-    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> __m256i {
+    unsafe fn ints8(b: *const u8, a: &BlockQ8_K) -> (__m256i, __m256i) {
         // SAFETY: `b` is a block (`ql` at 0, `qh` at 128, the scales at 192) and `a.qs` 256
         // bytes; the rest is register-only with AVX2 per the caller.
         unsafe {
@@ -436,16 +412,12 @@ impl KQuant for Q6K {
             }
             // The offset: 32·Σ scale·bsums.
             let offset = _mm256_madd_epi16(_mm256_loadu_si256(a.bsums.as_ptr() as _), sc);
-            _mm256_sub_epi32(
+            let isum = _mm256_sub_epi32(
                 _mm256_add_epi32(acc[0], acc[1]),
                 _mm256_slli_epi32::<5>(offset),
-            )
+            );
+            (isum, _mm256_setzero_si256())
         }
-    }
-    #[inline(always)]
-    unsafe fn mins8(_: *const u8, _: &BlockQ8_K) -> __m256i {
-        // SAFETY: register-only; AVX per the caller.
-        unsafe { _mm256_setzero_si256() }
     }
     #[inline(always)]
     unsafe fn wide(
@@ -571,10 +543,7 @@ unsafe fn eight<K: KQuant>(
             let mut v = [_mm256_setzero_si256(); LANES];
             let mut m = v;
             for c in 0..LANES {
-                v[c] = K::ints8(p.add(c * rb), a);
-                if K::MINS {
-                    m[c] = K::mins8(p.add(c * rb), a);
-                }
+                (v[c], m[c]) = K::ints8(p.add(c * rb), a);
             }
             let (first, second) = halves8(p.add(K::HALVES), rb);
             let (dw, dmin) = if K::MINS {
@@ -609,12 +578,17 @@ unsafe fn one<K: KQuant>(w: &[u8], acts: &[BlockQ8_K]) -> f32 {
         let mut sum = 0.0f32;
         for (b, a) in acts.iter().enumerate() {
             let p = w.as_ptr().add(b * K::BYTES);
-            let lanes = |v: __m256i| {
-                let mut l = [0i32; 8];
-                _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, v);
-                l.iter().sum::<i32>()
-            };
-            let isum = lanes(K::ints8(p, a)) as f32;
+            let (isum, msum) = K::ints8(p, a);
+            // Both reduced at once: `isum` in the low i32, `msum` in the one above.
+            let both = _mm256_hadd_epi32(isum, msum);
+            let both = _mm_add_epi32(
+                _mm256_castsi256_si128(both),
+                _mm256_extracti128_si256::<1>(both),
+            );
+            // [i0 + i1, i2 + i3, m0 + m1, m2 + m3]
+            let both = _mm_hadd_epi32(both, both);
+            let isum = _mm_cvtsi128_si32(both) as f32;
+            let msum = _mm_extract_epi32::<1>(both) as f32;
             let half = |at: usize| {
                 let h = core::ptr::read_unaligned(p.add(at) as *const [u8; 2]);
                 crate::quant::f16_to_f32(u16::from_le_bytes(h))
@@ -622,7 +596,6 @@ unsafe fn one<K: KQuant>(w: &[u8], acts: &[BlockQ8_K]) -> f32 {
             let dw = half(K::HALVES + if K::MINS { 0 } else { 2 });
             let da = a.d;
             sum = if K::MINS {
-                let msum = lanes(K::mins8(p, a)) as f32;
                 sum + (dw * da * isum - half(2) * da * msum)
             } else {
                 sum + dw * da * isum
