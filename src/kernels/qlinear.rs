@@ -153,8 +153,10 @@ pub enum Activations {
 ///   joined and folded in a fixed tree — for one row exactly the bits of [`linear()`](crate::linear)
 ///   against the decoded weight.
 /// * [`Activations::Q8`]: each row of `x` quantized as llama.cpp's x86_64 build does
-///   ([`quant::quantize_row_q8_0`] and its siblings), then per block an integer dot product,
-///   combined in f32 as llama.cpp's scalar `ggml_vec_dot_*_generic` does, block after block.
+///   ([`quant::quantize_row_q8_0`] and its siblings), then per block an exact integer dot
+///   product and one f32 step into the output's sum, block after block: the 32-value formats'
+///   step as llama.cpp's scalar `ggml_vec_dot_*_generic` takes it, the K-quants'
+///   `(dw·da)·isum − (dminw·da)·msum` (where llama.cpp's scalar code keeps eight float lanes).
 ///
 /// The units of `schedule` are the weight's rows (output columns), at least 16 to a body
 /// call; calls below [`QUANT_PARALLEL_MIN_WORK`] stay inline. The order of each output depends

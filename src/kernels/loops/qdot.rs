@@ -2,9 +2,9 @@
 //! micro-kernel beside them must reproduce bit for bit.
 //!
 //! **Q8 mode** ([`QDot`]): a weight row against activations quantized by llama.cpp's rule
-//! (`quant::quantize_row_q8_*`), as llama.cpp's scalar `ggml_vec_dot_*_generic`
-//! (`ggml-cpu/quants.c`) combines them. Each block's integer dot is exact (any order); the
-//! floats then go, block after block, into one f32 sum:
+//! (`quant::quantize_row_q8_*`), the 32-value formats combined as llama.cpp's scalar
+//! `ggml_vec_dot_*_generic` (`ggml-cpu/quants.c`) combines them. Each block's integer dot is
+//! exact (any order); the floats then go, block after block, into one f32 sum:
 //!
 //! * `Q4_0`·`Q8_0`: `sum += (isum · dw) · da`;
 //! * `Q8_0`·`Q8_0`: `sum += isum · (dw · da)`; `Q5_0`·`Q8_0`: `sum += (dw · da) · isum`;
