@@ -393,11 +393,12 @@ unsafe fn q8_k_avx2(x: &[f32], out: &mut [BlockQ8_K]) {
         // rest is register-only with AVX2.
         unsafe {
             let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-            let magnitude = |i: usize| _mm256_and_ps(_mm256_loadu_ps(p.add(8 * i)), abs);
+            // No closure for the magnitudes: it would not inherit AVX2, and its load would be
+            // a call.
             // `vmaxps` keeps its second operand where the first is NaN, as `a > amax` does.
             let mut m = _mm256_setzero_ps();
             for i in 0..32 {
-                m = _mm256_max_ps(magnitude(i), m);
+                m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(p.add(8 * i)), abs), m);
             }
             let m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(m), _mm256_castps256_ps128(m));
             let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
@@ -410,7 +411,8 @@ unsafe fn q8_k_avx2(x: &[f32], out: &mut [BlockQ8_K]) {
             let target = _mm256_set1_ps(amax);
             let mut max = amax;
             for i in 0..32 {
-                let hit = _mm256_cmp_ps::<_CMP_EQ_OQ>(magnitude(i), target);
+                let magnitude = _mm256_and_ps(_mm256_loadu_ps(p.add(8 * i)), abs);
+                let hit = _mm256_cmp_ps::<_CMP_EQ_OQ>(magnitude, target);
                 let mask = _mm256_movemask_ps(hit) as u32;
                 if mask != 0 {
                     max = x[8 * i + mask.trailing_zeros() as usize];

@@ -274,7 +274,11 @@ fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize, const U: usiz
         }
         for u in 0..U {
             let at = c + u * LANES;
-            let wv: [S::V; C] = core::array::from_fn(|t| s.load(&wf[t][at..at + LANES]));
+            // A loop, not `array::from_fn`: a closure would not inline the vector loads.
+            let mut wv = [s.zero(); C];
+            for t in 0..C {
+                wv[t] = s.load(&wf[t][at..at + LANES]);
+            }
             for r in 0..R {
                 let xv = s.load(&af[r][at..at + LANES]);
                 for t in 0..C {
@@ -287,7 +291,11 @@ fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize, const U: usiz
     // The chunks left after whole groups of `U` continue at accumulator 0.
     let mut u = 0;
     while c + LANES <= full {
-        let wv: [S::V; C] = core::array::from_fn(|t| s.load(&wf[t][c..c + LANES]));
+        // A loop, not `array::from_fn`: a closure would not inline the vector loads.
+        let mut wv = [s.zero(); C];
+        for t in 0..C {
+            wv[t] = s.load(&wf[t][c..c + LANES]);
+        }
         for r in 0..R {
             let xv = s.load(&af[r][c..c + LANES]);
             for t in 0..C {
@@ -298,7 +306,11 @@ fn out_in_dots<S: Simd, M: MulAdd, const R: usize, const C: usize, const U: usiz
         u += 1;
     }
     if full < k {
-        let wv: [S::V; C] = core::array::from_fn(|t| s.load_tail(&w[t * k..(t + 1) * k]));
+        // A loop, not `array::from_fn`: a closure would not inline the vector loads.
+        let mut wv = [s.zero(); C];
+        for t in 0..C {
+            wv[t] = s.load_tail(&w[t * k..(t + 1) * k]);
+        }
         for r in 0..R {
             let xv = s.load_tail(a[r]);
             for t in 0..C {

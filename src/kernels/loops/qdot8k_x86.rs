@@ -172,31 +172,39 @@ unsafe fn k4_scales16(p: *const u8, rb: usize) -> ([__m512i; 8], [__m512i; 8]) {
     // register-only with AVX-512 F per the caller.
     unsafe {
         let (u0, u1, u2) = (words16(p, rb, 4), words16(p, rb, 8), words16(p, rb, 12));
-        let v = |x: i32| _mm512_set1_epi32(x);
-        let (six, four, two) = (v(0x3f3f_3f3f), v(0x0f0f_0f0f), v(0x0303_0303));
-        let and = |a, b| _mm512_and_si512(a, b);
-        let high = |u, x| {
+        // No closures here: they would not inherit the features, and each intrinsic in one
+        // would be a call.
+        let six = _mm512_set1_epi32(0x3f3f_3f3f);
+        let (four, two) = (
+            _mm512_set1_epi32(0x0f0f_0f0f),
+            _mm512_set1_epi32(0x0303_0303),
+        );
+        let s = [
+            _mm512_and_si512(u0, six),
             _mm512_or_si512(
-                and(x, four),
-                _mm512_slli_epi32::<4>(and(_mm512_srli_epi32::<6>(u), two)),
-            )
-        };
-        let s = [and(u0, six), high(u0, u2)];
-        let m = [and(u1, six), high(u1, _mm512_srli_epi32::<4>(u2))];
-        let byte = |w: __m512i, t: usize| {
-            let w = match t {
-                0 => w,
-                1 => _mm512_srli_epi32::<8>(w),
-                2 => _mm512_srli_epi32::<16>(w),
-                _ => _mm512_srli_epi32::<24>(w),
-            };
-            and(w, v(0xff))
-        };
+                _mm512_and_si512(u2, four),
+                _mm512_slli_epi32::<4>(_mm512_and_si512(_mm512_srli_epi32::<6>(u0), two)),
+            ),
+        ];
+        let m = [
+            _mm512_and_si512(u1, six),
+            _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32::<4>(u2), four),
+                _mm512_slli_epi32::<4>(_mm512_and_si512(_mm512_srli_epi32::<6>(u1), two)),
+            ),
+        ];
+        let ff = _mm512_set1_epi32(0xff);
         let mut scales = [_mm512_setzero_si512(); 8];
         let mut mins = scales;
-        for j in 0..8 {
-            scales[j] = byte(s[j / 4], j % 4);
-            mins[j] = byte(m[j / 4], j % 4);
+        for h in 0..2 {
+            scales[4 * h] = _mm512_and_si512(s[h], ff);
+            scales[4 * h + 1] = _mm512_and_si512(_mm512_srli_epi32::<8>(s[h]), ff);
+            scales[4 * h + 2] = _mm512_and_si512(_mm512_srli_epi32::<16>(s[h]), ff);
+            scales[4 * h + 3] = _mm512_srli_epi32::<24>(s[h]);
+            mins[4 * h] = _mm512_and_si512(m[h], ff);
+            mins[4 * h + 1] = _mm512_and_si512(_mm512_srli_epi32::<8>(m[h]), ff);
+            mins[4 * h + 2] = _mm512_and_si512(_mm512_srli_epi32::<16>(m[h]), ff);
+            mins[4 * h + 3] = _mm512_srli_epi32::<24>(m[h]);
         }
         (scales, mins)
     }
@@ -251,7 +259,11 @@ unsafe fn min_wide<const FIFTH: bool>(
     unsafe {
         let (scales, mins) = k4_scales16(p, rb);
         // Both bytes of each i32 pair `q`: minimum `q`, for `bsums[2q]` and `bsums[2q + 1]`.
-        let pairs = mins.map(|m| _mm512_or_si512(m, _mm512_slli_epi32::<16>(m)));
+        // A loop, not `map`: the closure would not inline the intrinsics.
+        let mut pairs = mins;
+        for m in &mut pairs {
+            *m = _mm512_or_si512(*m, _mm512_slli_epi32::<16>(*m));
+        }
         // Half `s` of each row's fifth bits (bytes `16s..16s + 16`), transposed.
         let fifth = if FIFTH {
             [transposed16(p, rb, 16), transposed16(p, rb, 32)]
@@ -460,22 +472,21 @@ impl KQuant for Q6K {
                     let qh = transposed16(p, rb, 128 + 32 * h + 16 * s);
                     let mut v = [[_mm512_setzero_si512(); 4]; 4];
                     for k in 0..4 {
-                        let hb = |x: __m512i| _mm512_and_si512(x, two);
                         v[0][k] = _mm512_or_si512(
                             _mm512_and_si512(ql0[k], low),
-                            hb(_mm512_slli_epi16::<4>(qh[k])),
+                            _mm512_and_si512(_mm512_slli_epi16::<4>(qh[k]), two),
                         );
                         v[1][k] = _mm512_or_si512(
                             _mm512_and_si512(ql1[k], low),
-                            hb(_mm512_slli_epi16::<2>(qh[k])),
+                            _mm512_and_si512(_mm512_slli_epi16::<2>(qh[k]), two),
                         );
                         v[2][k] = _mm512_or_si512(
                             _mm512_and_si512(_mm512_srli_epi16::<4>(ql0[k]), low),
-                            hb(qh[k]),
+                            _mm512_and_si512(qh[k], two),
                         );
                         v[3][k] = _mm512_or_si512(
                             _mm512_and_si512(_mm512_srli_epi16::<4>(ql1[k]), low),
-                            hb(_mm512_srli_epi16::<2>(qh[k])),
+                            _mm512_and_si512(_mm512_srli_epi16::<2>(qh[k]), two),
                         );
                     }
                     let first = h == 0 && s == 0;

@@ -76,7 +76,16 @@ pub(crate) trait Simd: Copy {
         for (row, v) in m.iter_mut().zip(rows) {
             self.store(v, row);
         }
-        core::array::from_fn(|r| self.load(&core::array::from_fn::<f32, LANES, _>(|c| m[c][r])))
+        // Loops, not `array::from_fn`: a closure would not inline the vector loads.
+        let mut out = [self.zero(); LANES];
+        for (r, o) in out.iter_mut().enumerate() {
+            let mut column = [0.0f32; LANES];
+            for (c, x) in column.iter_mut().enumerate() {
+                *x = m[c][r];
+            }
+            *o = self.load(&column);
+        }
+        out
     }
 }
 
