@@ -14,8 +14,10 @@
 //!   saturates: `2·63·128` is below 2^15.
 //! * **One activation row (decode), AVX2.** A weight row's block in its own order: 32 quants a
 //!   vector, `vpmaddubsw` against the activation's 32 bytes, `vpmaddwd` by the sub-block's
-//!   scale (broadcast by `vpshufb`), eight i32 partial sums per block, added up for the float
-//!   step. The weight rows go one after another: one stream of reads measured faster from
+//!   scale (broadcast by `vpshufb`), eight i32 partial sums per block. Eight blocks at a time
+//!   are reduced together, block `b` to lane `b`, and their float steps' products taken in one
+//!   vector (`d` and `dmin` widened by `vcvtph2ps`); only the additions into the row's sum go
+//!   one by one, in block order. The weight rows go one after another: one stream of reads measured faster from
 //!   memory than eight rows side by side. For a few activation rows without AVX-512, eight
 //!   weight rows run side by side, their partial sums reduced into one vector (`vphaddd`), one
 //!   row to a lane.
@@ -41,6 +43,9 @@ const WIDE_FROM: usize = 2;
 
 /// Weight rows in the lanes of the AVX2 pass.
 const LANES: usize = 8;
+
+/// Blocks of one weight row whose float steps [`one`] takes in a vector.
+const GROUP: usize = 8;
 
 /// How many passes of eight rows ahead the AVX2 pass asks for the weights.
 const AHEAD: usize = 2;
@@ -579,15 +584,48 @@ unsafe fn eight<K: KQuant>(
 }
 
 /// One weight row `w` (`blocks` whole blocks) against one activation row: the portable
-/// definition's float steps in scalar code, the integers in AVX2.
+/// definition's float steps, the integers in AVX2. [`GROUP`] blocks at a time take their
+/// integer sums reduced together (block `b` to lane `b`) and their steps' products in one
+/// vector; only the additions into `sum` go one by one, in block order.
 #[inline(always)]
 unsafe fn one<K: KQuant>(w: &[u8], acts: &[BlockQ8_K]) -> f32 {
     debug_assert!(w.len() == acts.len() * K::BYTES);
-    // SAFETY: block `b` is the `BYTES` bytes at `b·BYTES < w.len()`; the rest is register-only
-    // with AVX2 per the caller.
-    unsafe {
-        let mut sum = 0.0f32;
-        for (b, a) in acts.iter().enumerate() {
+    let mut sum = 0.0f32;
+    let whole = acts.len() / GROUP * GROUP;
+    for (g, a) in acts[..whole].chunks_exact(GROUP).enumerate() {
+        // SAFETY: block `b` of the group is the `BYTES` bytes at `(g·GROUP + b)·BYTES <
+        // w.len()`; the rest is register-only with AVX2 and F16C per the caller.
+        unsafe {
+            let p = w.as_ptr().add(g * GROUP * K::BYTES);
+            let mut v = [_mm256_setzero_si256(); GROUP];
+            let mut m = v;
+            for b in 0..GROUP {
+                (v[b], m[b]) = K::ints8(p.add(b * K::BYTES), &a[b]);
+            }
+            let isum = _mm256_cvtepi32_ps(hsum8(v));
+            let (first, second) = halves8(p.add(K::HALVES), K::BYTES);
+            let da = _mm256_setr_ps(
+                a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d,
+            );
+            let mut term = _mm256_mul_ps(
+                _mm256_mul_ps(if K::MINS { first } else { second }, da),
+                isum,
+            );
+            if K::MINS {
+                let msum = _mm256_cvtepi32_ps(hsum8(m));
+                term = _mm256_sub_ps(term, _mm256_mul_ps(_mm256_mul_ps(second, da), msum));
+            }
+            let mut terms = [0.0f32; GROUP];
+            _mm256_storeu_ps(terms.as_mut_ptr(), term);
+            for t in terms {
+                sum += t;
+            }
+        }
+    }
+    for (b, a) in acts.iter().enumerate().skip(whole) {
+        // SAFETY: block `b` is the `BYTES` bytes at `b·BYTES < w.len()`; the rest is
+        // register-only with AVX2 per the caller.
+        unsafe {
             let p = w.as_ptr().add(b * K::BYTES);
             let (isum, msum) = K::ints8(p, a);
             // Both reduced at once: `isum` in the low i32, `msum` in the one above.
@@ -612,8 +650,8 @@ unsafe fn one<K: KQuant>(w: &[u8], acts: &[BlockQ8_K]) -> f32 {
                 sum + dw * da * isum
             };
         }
-        sum
     }
+    sum
 }
 
 /// Sixteen weight rows back to back in `w` (`rb` bytes each: `blocks` whole blocks) against
@@ -839,7 +877,6 @@ mod tests {
         if !supported() {
             return;
         }
-        let blocks = 2;
         let ms: &[usize] = if cfg!(miri) {
             &[1, 3]
         } else {
@@ -851,51 +888,73 @@ mod tests {
             (43, &[(0, 43), (1, 27), (2, 19), (4, 5)])
         };
         for &m in ms {
-            let raw = noise(m * blocks * 292, m as u32);
-            let mut acts: Vec<BlockQ8_K> = raw
-                .chunks_exact(292)
-                .map(|b| BlockQ8_K {
-                    d: (b[0] as f32 - 127.5) / 4096.0,
-                    qs: core::array::from_fn(|i| b[4 + i] as i8),
-                    bsums: [0; 16],
-                })
-                .collect();
-            // `bsums` as `quantize_row_q8_K` leaves them (`Q6_K`'s offset reads them).
-            for (i, a) in acts.iter_mut().enumerate() {
-                a.qs[(37 * i + 5) % 256] = i8::MIN;
-                a.bsums =
-                    core::array::from_fn(|j| a.qs[16 * j..][..16].iter().map(|&q| q as i16).sum());
-            }
-            let side: Vec<Q8Side> = acts.iter().map(Q8Side::of).collect();
-            for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
-                let w = weight(ty, n, blocks, ty.id() + m as u32);
-                let r = Q8Rows {
-                    acts: match ty {
-                        GgmlType::Q4_K => Q8Acts::Q4K(&acts),
-                        GgmlType::Q5_K => Q8Acts::Q5K(&acts),
-                        _ => Q8Acts::Q6K(&acts),
-                    },
-                    side: &side,
-                    w: &w,
-                    row_bytes: blocks * ty.block_bytes(),
-                    blocks,
-                    m,
-                };
-                for cols in ranges.iter().map(|&(start, end)| start..end) {
-                    let len = cols.len() * m;
-                    let mut want = vec![0.0f32; len];
-                    q8_portable(&r, cols.clone(), &mut want);
-                    assert!(want.iter().all(|v| v.is_finite() && *v != 0.0));
+            k_quant_dots_match(m, 2, n, ranges);
+        }
+    }
+
+    /// One activation row's blocks go [`GROUP`] at a time, then one by one.
+    #[test]
+    fn one_rows_blocks_in_groups_and_alone_give_the_portable_bits() {
+        if !supported() {
+            return;
+        }
+        let blocks: &[usize] = if cfg!(miri) {
+            &[9]
+        } else {
+            &[1, 7, 8, 11, 16, 19]
+        };
+        for &b in blocks {
+            k_quant_dots_match(1, b, 3, &[(0, 3)]);
+        }
+    }
+
+    /// `q8_avx2` (and `q8_avx512` where the CPU has it) against `q8_portable` for `m`
+    /// activation rows of `blocks` blocks, `n` weight rows of each K-quant, column `ranges`.
+    fn k_quant_dots_match(m: usize, blocks: usize, n: usize, ranges: &[(usize, usize)]) {
+        let raw = noise(m * blocks * 292, m as u32);
+        let mut acts: Vec<BlockQ8_K> = raw
+            .chunks_exact(292)
+            .map(|b| BlockQ8_K {
+                d: (b[0] as f32 - 127.5) / 4096.0,
+                qs: core::array::from_fn(|i| b[4 + i] as i8),
+                bsums: [0; 16],
+            })
+            .collect();
+        // `bsums` as `quantize_row_q8_K` leaves them (`Q6_K`'s offset reads them).
+        for (i, a) in acts.iter_mut().enumerate() {
+            a.qs[(37 * i + 5) % 256] = i8::MIN;
+            a.bsums =
+                core::array::from_fn(|j| a.qs[16 * j..][..16].iter().map(|&q| q as i16).sum());
+        }
+        let side: Vec<Q8Side> = acts.iter().map(Q8Side::of).collect();
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+            let w = weight(ty, n, blocks, ty.id() + m as u32);
+            let r = Q8Rows {
+                acts: match ty {
+                    GgmlType::Q4_K => Q8Acts::Q4K(&acts),
+                    GgmlType::Q5_K => Q8Acts::Q5K(&acts),
+                    _ => Q8Acts::Q6K(&acts),
+                },
+                side: &side,
+                w: &w,
+                row_bytes: blocks * ty.block_bytes(),
+                blocks,
+                m,
+            };
+            for cols in ranges.iter().map(|&(start, end)| start..end) {
+                let len = cols.len() * m;
+                let mut want = vec![0.0f32; len];
+                q8_portable(&r, cols.clone(), &mut want);
+                assert!(want.iter().all(|v| v.is_finite() && *v != 0.0));
+                let mut got = vec![f32::NAN; len];
+                // SAFETY: the CPU has AVX2 and F16C, as checked.
+                unsafe { q8_avx2(&r, cols.clone(), &mut got) };
+                assert_eq!(bits(&got), bits(&want), "avx2 {ty}: rows {m}, {cols:?}");
+                if supported_avx512() {
                     let mut got = vec![f32::NAN; len];
-                    // SAFETY: the CPU has AVX2 and F16C, as checked.
-                    unsafe { q8_avx2(&r, cols.clone(), &mut got) };
-                    assert_eq!(bits(&got), bits(&want), "avx2 {ty}: rows {m}, {cols:?}");
-                    if supported_avx512() {
-                        let mut got = vec![f32::NAN; len];
-                        // SAFETY: the CPU has what `q8_avx512` needs, as checked.
-                        unsafe { q8_avx512(&r, cols.clone(), &mut got) };
-                        assert_eq!(bits(&got), bits(&want), "avx512 {ty}: rows {m}, {cols:?}");
-                    }
+                    // SAFETY: the CPU has what `q8_avx512` needs, as checked.
+                    unsafe { q8_avx512(&r, cols.clone(), &mut got) };
+                    assert_eq!(bits(&got), bits(&want), "avx512 {ty}: rows {m}, {cols:?}");
                 }
             }
         }
