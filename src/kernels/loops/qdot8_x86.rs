@@ -21,8 +21,10 @@
 //! rows (scalar loads: a gather was the loop's bottleneck) and widened (`vcvtph2ps`, which is
 //! exact), and each lane takes the portable float step with the same operands in the same
 //! order, block after block; so every output has the portable bits. The weights two chunks of
-//! eight rows on are prefetched into L1 while a chunk runs (measured best of 1, 2, 4 and 8 on
-//! decode). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
+//! eight rows on are prefetched into L2 while a chunk runs (measured best of 1, 2 and 4 on
+//! decode). Not into L1: two chunks of rows of 2048 `Q8_0` values are 35 KB, and lines asked
+//! for that far ahead left L1 before they were read (1B-shaped decode then streamed at half
+//! the rate it does from L2). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
 //! integer dots reduced at once and the float step in scalar code. The K-quants take
 //! `qdot8k_x86`, on the same plan.
 
@@ -795,7 +797,7 @@ unsafe fn chunk<B: Small, const R: usize, const WIDE: bool>(
             let p = w.as_ptr().add(b * B::BYTES);
             let next = ahead.wrapping_add(b * LANES * B::BYTES);
             for line in 0..(LANES * B::BYTES).div_ceil(64) {
-                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * line) as *const i8);
+                _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(64 * line) as *const i8);
             }
             // Every block has at least four bytes.
             let (dw, mw) = halves8(p, rb);
