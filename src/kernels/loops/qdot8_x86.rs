@@ -21,12 +21,12 @@
 //! rows (scalar loads: a gather was the loop's bottleneck) and widened (`vcvtph2ps`, which is
 //! exact), and each lane takes the portable float step with the same operands in the same
 //! order, block after block; so every output has the portable bits. The weights two chunks of
-//! eight rows on are prefetched into L2 while a chunk runs (measured best of 1, 2 and 4 on
-//! decode). Not into L1: two chunks of rows of 2048 `Q8_0` values are 35 KB, and lines asked
-//! for that far ahead left L1 before they were read (1B-shaped decode then streamed at half
-//! the rate it does from L2). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
-//! integer dots reduced at once and the float step in scalar code. The K-quants take
-//! `qdot8k_x86`, on the same plan.
+//! eight rows on are prefetched into L2 while a chunk runs (measured best of 1, 2 and 4 on decode).
+//! Not into L1: two chunks of rows of 2048 `Q8_0` values are 35 KB, and lines asked for that far
+//! ahead left L1 before they were read (1B-shaped decode then streamed at half the rate it does
+//! from L2). The rows left over (fewer than eight) take one row at a time in AVX2, four blocks'
+//! integer dots reduced at once and the float step in scalar code. The K-quants take `qdot8k_x86`,
+//! on the same plan.
 
 use core::arch::x86_64::*;
 use core::ops::Range;

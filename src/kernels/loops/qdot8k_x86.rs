@@ -17,10 +17,10 @@
 //!   scale (broadcast by `vpshufb`), eight i32 partial sums per block. Eight blocks at a time
 //!   are reduced together, block `b` to lane `b`, and their float steps' products taken in one
 //!   vector (`d` and `dmin` widened by `vcvtph2ps`); only the additions into the row's sum go
-//!   one by one, in block order. The weight rows go one after another: one stream of reads measured faster from
-//!   memory than eight rows side by side. For a few activation rows without AVX-512, eight
-//!   weight rows run side by side, their partial sums reduced into one vector (`vphaddd`), one
-//!   row to a lane.
+//!   one by one, in block order. The weight rows go one after another: one stream of reads
+//!   measured faster from memory than eight rows side by side. For a few activation rows
+//!   without AVX-512, eight weight rows run side by side, their partial sums reduced into one
+//!   vector (`vphaddd`), one row to a lane.
 //! * **Many rows (prefill), AVX-512 VNNI.** Sixteen weight rows to the sixteen i32 lanes of a
 //!   vector, as the 32-value formats' wide pass: each block's quants transposed once per tile of
 //!   activation rows, so that vector `k` of a sub-block holds every row's values `4k..4k + 4`;
